@@ -1,0 +1,160 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Item attribute names. Producers in other languages write these by hand;
+// README.md documents them.
+const (
+	AttrKey        = "pk"
+	AttrQueue      = "queue"
+	AttrPayload    = "payload"
+	AttrAttributes = "attributes"
+	AttrGroup      = "group"
+	AttrNotBefore  = "not_before"
+	AttrStatus     = "status"
+	AttrAttempt    = "attempt"
+	AttrCreatedAt  = "created_at"
+	AttrDueAt      = "due_at"
+	AttrShard      = "shard"
+	AttrToken      = "claim_token"
+	AttrLeaseUntil = "lease_until"
+	AttrClaimedAt  = "claimed_at"
+	AttrDoneAt     = "done_at"
+	AttrFailedAt   = "failed_at"
+	AttrDeadQueue  = "dead_queue"
+	AttrErrors     = "errors"
+	AttrLastError  = "last_error"
+	AttrExpiresAt  = "expires_at"
+	AttrRedrivenAt = "redriven_at"
+)
+
+// Index names.
+const (
+	DueIndex  = "due"
+	DeadIndex = "dead"
+)
+
+// Index is one global secondary index of the table.
+type Index struct {
+	Name         string
+	PartitionKey string
+	SortKey      string
+	// NonKeyAttributes are projected with INCLUDE; none means KEYS_ONLY.
+	NonKeyAttributes []string
+}
+
+// Schema is the table layout. Table is the only value; CreateTable, the
+// local runner and the template test all read it.
+type Schema struct {
+	PartitionKey string
+	// KeyTypes gives the type of every attribute used in a key.
+	KeyTypes     map[string]types.ScalarAttributeType
+	Indexes      []Index
+	StreamView   types.StreamViewType
+	TTLAttribute string
+}
+
+// Table is Outflow's table schema.
+//
+// The due index holds only pending and claimed rows (shard and due_at are
+// removed on settle), sharded so no index partition nears DynamoDB's
+// per-partition write ceiling. It projects created_at, which never changes,
+// so a claim — which leaves both index keys alone — costs no index write.
+// The dead index holds only failed rows, by queue and failure time.
+var Table = Schema{
+	PartitionKey: AttrKey,
+	KeyTypes: map[string]types.ScalarAttributeType{
+		AttrKey:       types.ScalarAttributeTypeS,
+		AttrShard:     types.ScalarAttributeTypeS,
+		AttrDueAt:     types.ScalarAttributeTypeN,
+		AttrDeadQueue: types.ScalarAttributeTypeS,
+		AttrFailedAt:  types.ScalarAttributeTypeN,
+	},
+	Indexes: []Index{
+		{Name: DueIndex, PartitionKey: AttrShard, SortKey: AttrDueAt, NonKeyAttributes: []string{AttrCreatedAt}},
+		{Name: DeadIndex, PartitionKey: AttrDeadQueue, SortKey: AttrFailedAt, NonKeyAttributes: []string{AttrAttempt, AttrLastError}},
+	},
+	StreamView:   types.StreamViewTypeNewImage,
+	TTLAttribute: AttrExpiresAt,
+}
+
+// CreateTableInput is the request that creates a table of this schema,
+// billed on demand, encrypted, with its stream on.
+func (s Schema) CreateTableInput(name string) *dynamodb.CreateTableInput {
+	in := &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(s.PartitionKey), KeyType: types.KeyTypeHash}},
+		StreamSpecification: &types.StreamSpecification{
+			StreamEnabled:  aws.Bool(true),
+			StreamViewType: s.StreamView,
+		},
+		SSESpecification: &types.SSESpecification{Enabled: aws.Bool(true)},
+	}
+	used := map[string]bool{s.PartitionKey: true}
+	for _, ix := range s.Indexes {
+		proj := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
+		if len(ix.NonKeyAttributes) > 0 {
+			proj = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ix.NonKeyAttributes}
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ix.PartitionKey), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(ix.SortKey), KeyType: types.KeyTypeRange},
+			},
+			Projection: proj,
+		})
+		used[ix.PartitionKey], used[ix.SortKey] = true, true
+	}
+	for _, name := range sortedKeys(used) {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
+			AttributeName: aws.String(name), AttributeType: s.KeyTypes[name],
+		})
+	}
+	return in
+}
+
+// CreateTable creates the table, waits until it is active and turns on its
+// TTL attribute. An existing table of that name is an error.
+func CreateTable(ctx context.Context, client *dynamodb.Client, name string) error {
+	if _, err := client.CreateTable(ctx, Table.CreateTableInput(name)); err != nil {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 100 * time.Millisecond
+		o.MaxDelay = time.Second
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+		return fmt.Errorf("wait for table %s: %w", name, err)
+	}
+	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(Table.TTLAttribute), Enabled: aws.Bool(true),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("enable ttl on %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteTable deletes the table; a missing table is not an error.
+func DeleteTable(ctx context.Context, client *dynamodb.Client, name string) error {
+	_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	var missing *types.ResourceNotFoundException
+	if err != nil && !errors.As(err, &missing) {
+		return fmt.Errorf("delete table %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,362 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Config says which table the store uses and how.
+type Config struct {
+	// Table is the table name.
+	Table string
+	// Shards is the number of due-index partitions; it may grow, never
+	// shrink.
+	Shards int
+	// DoneRetention keeps delivered rows as status done for this long,
+	// expired by TTL; zero deletes them on delivery (the cheapest choice).
+	DoneRetention time.Duration
+}
+
+// Store is the outbox store on one DynamoDB table. It implements
+// outbox.Store.
+type Store struct {
+	api API
+	cfg Config
+}
+
+var _ outbox.Store = (*Store)(nil)
+
+// New returns a store over the table cfg names.
+func New(api API, cfg Config) (*Store, error) {
+	switch {
+	case cfg.Table == "":
+		return nil, errors.New("table name is empty")
+	case cfg.Shards < 1 || cfg.Shards > 1000:
+		return nil, fmt.Errorf("shards must be in [1, 1000], got %d", cfg.Shards)
+	case cfg.DoneRetention < 0:
+		return nil, fmt.Errorf("done retention must not be negative, got %s", cfg.DoneRetention)
+	}
+	return &Store{api: api, cfg: cfg}, nil
+}
+
+// Shards implements outbox.Store.
+func (s *Store) Shards() int { return s.cfg.Shards }
+
+// Table is the table name.
+func (s *Store) Table() string { return s.cfg.Table }
+
+// Stage writes a new pending row, due at its NotBefore or now, whichever is
+// later. A row with the same key already present gives a
+// *outbox.ConflictError holding it.
+func (s *Store) Stage(ctx context.Context, row outbox.Row, now time.Time) error {
+	in, err := s.StageInput(row, now)
+	if err != nil {
+		return err
+	}
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	_, err = s.api.PutItem(ctx, in)
+	return s.wrap("stage", row.Key, err)
+}
+
+// StageInput is the conditional put that stages row, for callers that add
+// it to their own transaction.
+func (s *Store) StageInput(row outbox.Row, now time.Time) (*dynamodb.PutItemInput, error) {
+	row.Status, row.Attempt, row.CreatedAt = outbox.StatusPending, 0, now
+	row.DueAt = now
+	if row.NotBefore.After(now) {
+		row.DueAt = row.NotBefore
+	}
+	row.Token, row.LeaseUntil, row.FailedAt, row.Errors, row.LastError = "", time.Time{}, time.Time{}, nil, ""
+	av, err := Encode(row, s.cfg.Shards)
+	if err != nil {
+		return nil, err
+	}
+	expr, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrKey))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build stage condition: %w", err)
+	}
+	return &dynamodb.PutItemInput{
+		TableName:                aws.String(s.cfg.Table),
+		Item:                     av,
+		ConditionExpression:      expr.Condition(),
+		ExpressionAttributeNames: expr.Names(),
+	}, nil
+}
+
+// Get reads one row with a strongly consistent read. A missing row gives a
+// nil row and no error; an unreadable one its decode error and what could
+// be read.
+func (s *Store) Get(ctx context.Context, key string) (*outbox.Row, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.cfg.Table),
+		Key:            keyOf(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	row, err := Decode(out.Item)
+	return &row, err
+}
+
+// QueryDue implements outbox.Store.
+func (s *Store) QueryDue(ctx context.Context, shard int, now time.Time, after *outbox.DueRef, limit int) ([]outbox.DueRef, bool, error) {
+	shardKey := strconv.Itoa(shard)
+	kc := expression.Key(AttrShard).Equal(expression.Value(shardKey)).
+		And(expression.Key(AttrDueAt).LessThanEqual(expression.Value(now.UnixMilli())))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, false, fmt.Errorf("build due query: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.cfg.Table),
+		IndexName:                 aws.String(DueIndex),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		Limit:                     aws.Int32(int32(limit)),
+	}
+	if after != nil {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			AttrKey:   &types.AttributeValueMemberS{Value: after.Key},
+			AttrShard: &types.AttributeValueMemberS{Value: shardKey},
+			AttrDueAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(after.DueAt.UnixMilli(), 10)},
+		}
+	}
+	out, err := s.api.Query(ctx, in)
+	if err != nil {
+		return nil, false, fmt.Errorf("query shard %d: %w", shard, err)
+	}
+	refs := make([]outbox.DueRef, 0, len(out.Items))
+	for _, av := range out.Items {
+		var ref struct {
+			Key       string `dynamodbav:"pk"`
+			DueAt     int64  `dynamodbav:"due_at"`
+			CreatedAt int64  `dynamodbav:"created_at"`
+		}
+		// Index keys are typed by DynamoDB itself; only created_at can be
+		// off, and then the row is simply not left to the wake.
+		_ = attributevalue.UnmarshalMap(av, &ref)
+		refs = append(refs, outbox.DueRef{Key: ref.Key, Shard: shard, DueAt: fromMs(ref.DueAt), CreatedAt: fromMs(ref.CreatedAt)})
+	}
+	return refs, len(out.LastEvaluatedKey) > 0, nil
+}
+
+// Claim implements outbox.Store.
+func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (outbox.Row, error) {
+	nowMs := now.UnixMilli()
+	claimable := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
+		Or(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)).
+			And(expression.Name(AttrLeaseUntil).LessThan(expression.Value(nowMs))))
+	// The type check comes first so a foreign item with a non-numeric
+	// attempt fails the condition cleanly (moto errors on the comparison).
+	cond := expression.Name(AttrAttempt).AttributeType(expression.Number).
+		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs))).
+		And(expression.Name(AttrAttempt).LessThan(expression.Value(maxAttempts))).
+		And(claimable)
+	token := rand.Text()
+	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusClaimed)).
+		Set(expression.Name(AttrToken), expression.Value(token)).
+		Set(expression.Name(AttrLeaseUntil), expression.Value(now.Add(lease).UnixMilli())).
+		Set(expression.Name(AttrClaimedAt), expression.Value(nowMs)).
+		Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Plus(expression.Value(1)))
+	out, err := s.update(ctx, "claim", key, cond, upd, types.ReturnValueAllNew)
+	if err != nil {
+		return outbox.Row{}, err
+	}
+	row, derr := Decode(out.Attributes)
+	if derr != nil {
+		// The claim condition held, so the state fields are sound; keep
+		// the claim so the engine can dead-letter the row with the reason.
+		row.Key, row.Status, row.Token, row.Malformed = key, outbox.StatusClaimed, token, derr.Error()
+	}
+	return row, nil
+}
+
+// holds is the condition every settle needs: the caller's claim is current.
+func holds(row outbox.Row) expression.ConditionBuilder {
+	return expression.Name(AttrToken).Equal(expression.Value(row.Token)).
+		And(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)))
+}
+
+// Done implements outbox.Store: it deletes the row, or keeps it as done
+// until the retention TTL when one is configured.
+func (s *Store) Done(ctx context.Context, row outbox.Row, now time.Time) error {
+	if s.cfg.DoneRetention == 0 {
+		expr, err := expression.NewBuilder().WithCondition(holds(row)).Build()
+		if err != nil {
+			return fmt.Errorf("build done condition: %w", err)
+		}
+		_, err = s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName:                           aws.String(s.cfg.Table),
+			Key:                                 keyOf(row.Key),
+			ConditionExpression:                 expr.Condition(),
+			ExpressionAttributeNames:            expr.Names(),
+			ExpressionAttributeValues:           expr.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		return s.wrap("done", row.Key, err)
+	}
+	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusDone)).
+		Set(expression.Name(AttrDoneAt), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(s.cfg.DoneRetention).Unix())).
+		Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
+		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	_, err := s.update(ctx, "done", row.Key, holds(row), upd, types.ReturnValueNone)
+	return err
+}
+
+// Retry implements outbox.Store. Moving due_at moves the row within the due
+// index, which is the only index write a retry costs.
+func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
+	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)), history).
+		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
+		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	_, err := s.update(ctx, "retry", row.Key, holds(row), upd, types.ReturnValueNone)
+	return err
+}
+
+// DeadLetter implements outbox.Store.
+func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
+	_, err := s.update(ctx, "dead-letter", row.Key, holds(row), failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	return err
+}
+
+// Expire implements outbox.Store.
+func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAttempts int, history []outbox.AttemptError) error {
+	nowMs := now.UnixMilli()
+	lapsed := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)).
+		And(expression.Name(AttrLeaseUntil).LessThan(expression.Value(nowMs)))
+	stranded := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
+		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
+	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
+	_, err := s.update(ctx, "expire", row.Key, cond, failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	return err
+}
+
+// Quarantine implements outbox.Store. Its condition matches only items
+// whose state fields are missing or of the wrong type, so no valid row can
+// be touched by it.
+func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
+	statusOK := expression.Name(AttrStatus).AttributeType(expression.String).
+		And(expression.Name(AttrStatus).In(
+			expression.Value(outbox.StatusPending), expression.Value(outbox.StatusClaimed),
+			expression.Value(outbox.StatusDone), expression.Value(outbox.StatusFailed)))
+	valid := statusOK.And(expression.Name(AttrAttempt).AttributeType(expression.Number))
+	cond := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(valid))
+	hist := []outbox.AttemptError{{At: now, Message: reason}}
+	upd := failUpdate("", now, hist).Set(expression.Name(AttrAttempt), expression.Value(0))
+	_, err := s.update(ctx, "quarantine", key, cond, upd, types.ReturnValueNone)
+	return err
+}
+
+// Release implements outbox.Store: the attempt the claim took is given back
+// because nothing was sent.
+func (s *Store) Release(ctx context.Context, row outbox.Row) error {
+	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
+		Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Minus(expression.Value(1))).
+		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	_, err := s.update(ctx, "release", row.Key, holds(row), upd, types.ReturnValueNone)
+	return err
+}
+
+// Redrive returns a failed row to pending with a fresh budget, due now.
+// Only failed rows move; any other gives a *outbox.ConflictError.
+func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
+	cond := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
+	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
+		Set(expression.Name(AttrAttempt), expression.Value(0)).
+		Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrShard), expression.Value(ShardOf(key, s.cfg.Shards))).
+		Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
+		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
+	_, err := s.update(ctx, "redrive", key, cond, upd, types.ReturnValueNone)
+	return err
+}
+
+// failUpdate moves a row from the due index to the dead index.
+func failUpdate(queue string, now time.Time, history []outbox.AttemptError) expression.UpdateBuilder {
+	return withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)), history).
+		Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
+		Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
+		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+}
+
+func withHistory(upd expression.UpdateBuilder, history []outbox.AttemptError) expression.UpdateBuilder {
+	if len(history) == 0 {
+		return upd
+	}
+	return upd.Set(expression.Name(AttrErrors), expression.Value(encodeErrors(history))).
+		Set(expression.Name(AttrLastError), expression.Value(history[len(history)-1].Message))
+}
+
+func keyOf(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: key}}
+}
+
+// update runs one conditional UpdateItem. On a refused condition it returns
+// a *outbox.ConflictError carrying the row as it was.
+func (s *Store) update(ctx context.Context, op, key string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, ret types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build %s expression: %w", op, err)
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.cfg.Table),
+		Key:                                 keyOf(key),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        ret,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return out, s.wrap(op, key, err)
+}
+
+// wrap turns a refused condition into a *outbox.ConflictError and wraps
+// any other error with the operation and key.
+func (s *Store) wrap(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return fmt.Errorf("%s %s: %w", op, key, err)
+	}
+	conflict := &outbox.ConflictError{Key: key, Op: op}
+	if len(ccf.Item) > 0 {
+		row, derr := Decode(ccf.Item)
+		if serr := decodeState(ccf.Item); serr != nil {
+			conflict.Malformed = serr.Error()
+		} else if derr == nil || row.Key != "" {
+			conflict.Current = &row
+		}
+	}
+	return conflict
+}

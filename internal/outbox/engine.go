@@ -1,0 +1,116 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Engine claims due rows, delivers them and settles each one. It is safe for
+// concurrent use; every call runs on its own.
+type Engine struct {
+	store     Store
+	deliverer Deliverer
+	policy    Policy
+	now       func() time.Time
+	log       *slog.Logger
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithClock replaces time.Now, for tests that move time.
+func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
+
+// WithLogger sets the logger; the default discards. The engine logs keys,
+// queues and errors, never payloads or attribute values.
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// New returns an engine over store and deliverer, or the policy's
+// validation error.
+func New(store Store, deliverer Deliverer, policy Policy, opts ...Option) (*Engine, error) {
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid policy: %w", err)
+	}
+	e := &Engine{
+		store:     store,
+		deliverer: deliverer,
+		policy:    policy,
+		now:       time.Now,
+		log:       slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		opt(e)
+	}
+	return e, nil
+}
+
+// Policy returns the engine's policy.
+func (e *Engine) Policy() Policy { return e.policy }
+
+// Sweep claims, delivers and settles due rows until nothing more is due, the
+// row budget is spent, or ctx's deadline is within the policy's margin. Rows
+// younger than the wake grace are left to the wake. A canceled ctx stops the
+// sweep where it is: its claims stay held until their lease expires, exactly
+// as if the process had crashed. The error is ctx's, if any.
+func (e *Engine) Sweep(ctx context.Context) (Result, error) {
+	r := e.newRun(ctx, e.policy.WakeGrace)
+	for {
+		before := r.t.claimed.Load()
+		r.pass(ctx, r.queryShards)
+		switch {
+		case ctx.Err() != nil:
+			return r.finish("canceled"), ctx.Err()
+		case r.budgetSpent():
+			return r.finish("budget"), nil
+		case r.pastDeadline():
+			return r.finish("deadline"), nil
+		case r.t.claimed.Load() == before:
+			return r.finish("drained"), nil
+		}
+	}
+}
+
+// DeliverKeys is the wake's targeted path: it claims, delivers and settles
+// exactly the named rows, ignoring the wake grace. Rows that are not due, or
+// that another worker holds, are counted as conflicts and left to the sweep.
+func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error) {
+	r := e.newRun(ctx, 0)
+	seen := make(map[string]bool, len(keys))
+	r.pass(ctx, func(ctx context.Context, out chan<- DueRef) {
+		for _, k := range keys {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			select {
+			case out <- DueRef{Key: k}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	if ctx.Err() != nil {
+		return r.finish("canceled"), ctx.Err()
+	}
+	return r.finish("drained"), nil
+}
+
+func (e *Engine) newRun(ctx context.Context, grace time.Duration) *run {
+	r := &run{Engine: e, grace: grace, start: e.now()}
+	if d, ok := ctx.Deadline(); ok {
+		r.stopAt = d.Add(-e.policy.DeadlineMargin)
+	}
+	r.budget.Store(int64(e.policy.RowBudget))
+	return r
+}
+
+// failure is the error history to store after an attempt fails.
+func (e *Engine) failure(row Row, now time.Time, err error) []AttemptError {
+	return row.withError(AttemptError{At: now, Attempt: row.Attempt, Message: err.Error()})
+}
+
+// errMalformed prefixes the reason of rows that cannot be read.
+var errMalformed = errors.New("malformed")

@@ -1,0 +1,120 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Policy is how the engine treats rows: the attempt budget, the retry
+// backoff, the claim lease and the limits of one sweep. Build one from
+// DefaultPolicy and change what you need; Validate before use.
+type Policy struct {
+	// MaxAttempts is the delivery budget per row, counting lost claims.
+	MaxAttempts int
+	// BackoffBase is the delay before the first retry.
+	BackoffBase time.Duration
+	// BackoffMultiplier is the growth factor per further attempt.
+	BackoffMultiplier int
+	// BackoffMax clamps any single delay (before jitter).
+	BackoffMax time.Duration
+	// Jitter spreads each delay uniformly over ±Jitter of itself, in [0, 1).
+	Jitter float64
+	// Lease is how long a claim stays exclusive. It must outlast the
+	// invocation that holds it, or a slow sweep races the next one.
+	Lease time.Duration
+	// WakeGrace leaves rows younger than this to the stream wake; 0 when
+	// the wake is off, so the sweep takes every due row.
+	WakeGrace time.Duration
+	// PageSize is the number of index entries read per query.
+	PageSize int
+	// Concurrency bounds parallel claims, sends and settles.
+	Concurrency int
+	// DeadlineMargin is kept free before the invocation deadline: no claim
+	// starts and no batch is sent inside it; unsent claims are released.
+	DeadlineMargin time.Duration
+	// RowBudget caps the rows one sweep claims.
+	RowBudget int
+	// BatchLinger is how long a partial batch waits for more rows of its
+	// queue before it is sent anyway.
+	BatchLinger time.Duration
+}
+
+// DefaultPolicy returns the documented defaults.
+func DefaultPolicy() Policy {
+	return Policy{
+		MaxAttempts:       8,
+		BackoffBase:       time.Second,
+		BackoffMultiplier: 2,
+		BackoffMax:        15 * time.Minute,
+		Jitter:            0.2,
+		Lease:             5 * time.Minute,
+		WakeGrace:         15 * time.Second,
+		PageSize:          100,
+		Concurrency:       16,
+		DeadlineMargin:    10 * time.Second,
+		RowBudget:         10000,
+		BatchLinger:       20 * time.Millisecond,
+	}
+}
+
+// Validate reports every field that is out of range, joined into one error.
+func (p Policy) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(p.MaxAttempts >= 1, "max attempts must be at least 1, got %d", p.MaxAttempts)
+	check(p.BackoffBase > 0, "backoff base must be positive, got %s", p.BackoffBase)
+	check(p.BackoffMultiplier >= 1, "backoff multiplier must be at least 1, got %d", p.BackoffMultiplier)
+	check(p.BackoffMax >= p.BackoffBase, "backoff max (%s) must be at least backoff base (%s)", p.BackoffMax, p.BackoffBase)
+	check(p.Jitter >= 0 && p.Jitter < 1, "jitter must be in [0, 1), got %g", p.Jitter)
+	check(p.Lease > 0, "lease must be positive, got %s", p.Lease)
+	check(p.WakeGrace >= 0, "wake grace must not be negative, got %s", p.WakeGrace)
+	check(p.PageSize >= 1 && p.PageSize <= 1000, "page size must be in [1, 1000], got %d", p.PageSize)
+	check(p.Concurrency >= 1 && p.Concurrency <= 256, "concurrency must be in [1, 256], got %d", p.Concurrency)
+	check(p.DeadlineMargin >= 0, "deadline margin must not be negative, got %s", p.DeadlineMargin)
+	check(p.RowBudget >= 1, "row budget must be at least 1, got %d", p.RowBudget)
+	check(p.BatchLinger >= 0, "batch linger must not be negative, got %s", p.BatchLinger)
+	return errors.Join(errs...)
+}
+
+// CheckDeadline reports whether a claim taken now can outlive an invocation
+// that may run for timeout: the lease must be longer, or another sweep could
+// claim the row while this one still sends it.
+func (p Policy) CheckDeadline(timeout time.Duration) error {
+	if p.Lease <= timeout {
+		return fmt.Errorf("lease (%s) must be longer than the invocation timeout (%s)", p.Lease, timeout)
+	}
+	if p.DeadlineMargin >= timeout {
+		return fmt.Errorf("deadline margin (%s) must be shorter than the invocation timeout (%s)", p.DeadlineMargin, timeout)
+	}
+	return nil
+}
+
+// Backoff is the delay before the retry that follows the given 1-based
+// attempt: base × multiplier^(attempt−1), clamped to BackoffMax. The
+// arithmetic saturates, so a huge attempt pins the delay at the clamp.
+func (p Policy) Backoff(attempt int) time.Duration {
+	delay := p.BackoffBase
+	for i := 1; i < attempt && delay < p.BackoffMax; i++ {
+		if delay > math.MaxInt64/time.Duration(p.BackoffMultiplier) {
+			return p.BackoffMax
+		}
+		delay *= time.Duration(p.BackoffMultiplier)
+	}
+	return min(delay, p.BackoffMax)
+}
+
+// jittered spreads d uniformly over [d·(1−Jitter), d·(1+Jitter)].
+func (p Policy) jittered(d time.Duration) time.Duration {
+	if p.Jitter == 0 {
+		return d
+	}
+	f := 1 + p.Jitter*(2*rand.Float64()-1)
+	return time.Duration(float64(d) * f)
+}

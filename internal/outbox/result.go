@@ -1,0 +1,60 @@
+package outbox
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Result counts what one sweep or wake did to rows.
+type Result struct {
+	// Claimed rows this run took, including ones later released.
+	Claimed int `json:"claimed"`
+	// Delivered rows were sent and settled done (or sent, with a failed
+	// settle counted under Errors: they will be sent again).
+	Delivered int `json:"delivered"`
+	// Retried rows failed an attempt and wait for their backoff.
+	Retried int `json:"retried"`
+	// DeadLettered rows are now failed: permanent error, spent budget or
+	// unreadable.
+	DeadLettered int `json:"dead_lettered"`
+	// Released rows were claimed but not sent before the deadline margin.
+	Released int `json:"released"`
+	// Expired rows lost their final claim (crash or timeout) and failed.
+	Expired int `json:"expired"`
+	// Skipped rows were due but left alone: younger than the wake grace.
+	Skipped int `json:"skipped"`
+	// Conflicts are refused conditional writes: another worker had the
+	// row, or it had already moved on.
+	Conflicts int `json:"conflicts"`
+	// Errors are store calls that failed outright; the rows involved are
+	// recovered by a later sweep once their lease expires.
+	Errors int `json:"errors"`
+	// OldestDueAge is how overdue the oldest due row was when the sweep
+	// began: the backlog lag. Zero for the wake and for an empty backlog.
+	OldestDueAge time.Duration `json:"oldest_due_age_ns"`
+	// Duration is the wall time of the run.
+	Duration time.Duration `json:"duration_ns"`
+	// Stopped says why a sweep ended: "drained", "budget", "deadline" or
+	// "canceled".
+	Stopped string `json:"stopped,omitempty"`
+}
+
+// tally is the concurrent counterpart of Result.
+type tally struct {
+	claimed, delivered, retried, deadLettered, released atomic.Int64
+	expired, skipped, conflicts, errors                  atomic.Int64
+}
+
+func (t *tally) result() Result {
+	return Result{
+		Claimed:      int(t.claimed.Load()),
+		Delivered:    int(t.delivered.Load()),
+		Retried:      int(t.retried.Load()),
+		DeadLettered: int(t.deadLettered.Load()),
+		Released:     int(t.released.Load()),
+		Expired:      int(t.expired.Load()),
+		Skipped:      int(t.skipped.Load()),
+		Conflicts:    int(t.conflicts.Load()),
+		Errors:       int(t.errors.Load()),
+	}
+}

@@ -1,0 +1,110 @@
+package outbox
+
+import "time"
+
+// Status is where a row stands in the state machine.
+type Status string
+
+// The statuses a stored row can have. A done row is usually deleted rather
+// than kept, so StatusDone is only seen when a retention period is set.
+const (
+	StatusPending Status = "pending"
+	StatusClaimed Status = "claimed"
+	StatusDone    Status = "done"
+	StatusFailed  Status = "failed"
+)
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusClaimed, StatusDone, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// Row is one outbox row: a message bound for a queue, and its delivery state.
+type Row struct {
+	// Key is the dispatch key: unique per row, sent with every delivery so
+	// consumers can drop duplicates.
+	Key string
+	// Queue is the route name; the deliverer maps it to a real queue.
+	Queue string
+	// Payload is the message body, byte for byte.
+	Payload []byte
+	// Attributes become message attributes on every delivery.
+	Attributes map[string]string
+	// Group is the FIFO message group; required for FIFO queues only.
+	Group string
+	// NotBefore delays the first delivery; zero means deliver now.
+	NotBefore time.Time
+
+	Status Status
+	// Attempt counts delivery attempts that were claimed, including claims
+	// that were lost to a crash. It is 0 until the first claim.
+	Attempt   int
+	CreatedAt time.Time
+	DueAt     time.Time
+	// Token is the claim token of the current claim; empty unless claimed.
+	Token      string
+	LeaseUntil time.Time
+	FailedAt   time.Time
+	// Errors is the recent attempt history, oldest first.
+	Errors    []AttemptError
+	LastError string
+
+	// Malformed is set by a store that claimed a row it could not fully
+	// read. The engine dead-letters such a row with this reason instead of
+	// delivering it.
+	Malformed string
+}
+
+// AttemptError records why one delivery attempt failed.
+type AttemptError struct {
+	At      time.Time
+	Attempt int
+	Message string
+}
+
+// errorHistory is how many attempt errors a row keeps; older ones are
+// dropped so a row never grows past DynamoDB's item size limit.
+const errorHistory = 5
+
+// withError returns the row's history with e appended, trimmed to the last
+// errorHistory entries. It never aliases the row's slice.
+func (r Row) withError(e AttemptError) []AttemptError {
+	hist := make([]AttemptError, 0, errorHistory)
+	start := 0
+	if n := len(r.Errors) + 1; n > errorHistory {
+		start = n - errorHistory
+	}
+	if start < len(r.Errors) {
+		hist = append(hist, r.Errors[start:]...)
+	}
+	return append(hist, e)
+}
+
+// expirable reports whether a row that could not be claimed has spent its
+// budget and can never be claimed again: a claim whose lease lapsed on the
+// final attempt, or a due pending row already at the budget (the budget was
+// lowered while it waited).
+func (r Row) expirable(now time.Time, maxAttempts int) bool {
+	if r.Attempt < maxAttempts {
+		return false
+	}
+	switch r.Status {
+	case StatusClaimed:
+		return now.After(r.LeaseUntil)
+	case StatusPending:
+		return !r.DueAt.After(now)
+	}
+	return false
+}
+
+// DueRef is one entry of the due index: enough to decide whether to claim.
+type DueRef struct {
+	Key       string
+	Shard     int
+	DueAt     time.Time
+	CreatedAt time.Time
+}

@@ -1,0 +1,334 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// sendBatch is the most rows handed to the deliverer at once: SQS's
+// SendMessageBatch limit, which is also where per-request cost stops falling.
+const sendBatch = 10
+
+// run is the state of one Sweep or DeliverKeys call.
+type run struct {
+	*Engine
+	t      tally
+	grace  time.Duration
+	start  time.Time
+	stopAt time.Time // zero: no deadline
+	budget atomic.Int64
+	// held remembers rows found under another worker's live lease, so later
+	// passes of the same sweep do not pay for the same refused write again.
+	held sync.Map // key -> lease end (time.Time)
+	// oldest is the earliest due time seen, as Unix nanoseconds; 0 if none.
+	oldest atomic.Int64
+}
+
+func (r *run) pastDeadline() bool {
+	return !r.stopAt.IsZero() && !r.now().Before(r.stopAt)
+}
+
+func (r *run) budgetSpent() bool { return r.budget.Load() <= 0 }
+
+func (r *run) finish(stopped string) Result {
+	res := r.t.result()
+	if o := r.oldest.Load(); o != 0 {
+		res.OldestDueAge = max(0, r.start.Sub(time.Unix(0, o)))
+	}
+	res.Duration = r.now().Sub(r.start)
+	res.Stopped = stopped
+	return res
+}
+
+// pass runs the pipeline once over what source emits: claim in parallel,
+// batch per queue, send and settle in parallel. It returns when every row it
+// claimed is settled, released, or (if ctx ended) left to its lease.
+func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueRef)) {
+	conc := r.policy.Concurrency
+	refs := make(chan DueRef, r.policy.PageSize)
+	claimed := make(chan Row, conc)
+	batches := make(chan []Row, conc)
+
+	go func() {
+		defer close(refs)
+		source(ctx, refs)
+	}()
+
+	var claimers sync.WaitGroup
+	for range conc {
+		claimers.Go(func() {
+			for ref := range refs {
+				r.claim(ctx, ref, claimed)
+			}
+		})
+	}
+	go func() {
+		claimers.Wait()
+		close(claimed)
+	}()
+
+	go func() {
+		defer close(batches)
+		r.batch(claimed, batches)
+	}()
+
+	var senders sync.WaitGroup
+	for range conc {
+		senders.Go(func() {
+			for b := range batches {
+				r.send(ctx, b)
+			}
+		})
+	}
+	senders.Wait()
+}
+
+// queryShards emits the due rows of every shard, shards in parallel, each
+// paged oldest first, until the shard is exhausted or the run must stop.
+func (r *run) queryShards(ctx context.Context, out chan<- DueRef) {
+	var wg sync.WaitGroup
+	for shard := range r.store.Shards() {
+		wg.Go(func() {
+			var after *DueRef
+			for ctx.Err() == nil && !r.budgetSpent() && !r.pastDeadline() {
+				refs, more, err := r.store.QueryDue(ctx, shard, r.now(), after, r.policy.PageSize)
+				if err != nil {
+					if ctx.Err() == nil {
+						r.t.errors.Add(1)
+						r.log.WarnContext(ctx, "query due rows failed", "shard", shard, "error", err)
+					}
+					return
+				}
+				if len(refs) > 0 {
+					r.noteDue(refs[0].DueAt)
+				}
+				for _, ref := range refs {
+					select {
+					case out <- ref:
+					case <-ctx.Done():
+						return
+					}
+				}
+				if !more || len(refs) == 0 {
+					return
+				}
+				after = &refs[len(refs)-1]
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (r *run) noteDue(due time.Time) {
+	n := due.UnixNano()
+	for {
+		cur := r.oldest.Load()
+		if cur != 0 && cur <= n {
+			return
+		}
+		if r.oldest.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// claim takes one row and hands it on, or records why it could not.
+func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
+	if ctx.Err() != nil || r.pastDeadline() {
+		return
+	}
+	now := r.now()
+	if r.youngForWake(ref, now) {
+		r.t.skipped.Add(1)
+		return
+	}
+	if until, ok := r.held.Load(ref.Key); ok && now.Before(until.(time.Time)) {
+		return
+	}
+	if r.budget.Add(-1) < 0 {
+		return
+	}
+	row, err := r.store.Claim(ctx, ref.Key, now, r.policy.Lease, r.policy.MaxAttempts)
+	var conflict *ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		r.onClaimConflict(ctx, conflict, now)
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			r.t.errors.Add(1)
+			r.log.WarnContext(ctx, "claim failed", "key", ref.Key, "error", err)
+		}
+		return
+	}
+	r.t.claimed.Add(1)
+	if row.Malformed != "" {
+		r.settle(ctx, row, Permanent(fmt.Errorf("%w: %s", errMalformed, row.Malformed)))
+		return
+	}
+	select {
+	case out <- row:
+	case <-ctx.Done():
+	}
+}
+
+// youngForWake reports whether the wake should have this row: it was due
+// when inserted and is younger than the grace. Retried, released, delayed
+// and redriven rows were never the wake's, so the sweep takes them at once.
+func (r *run) youngForWake(ref DueRef, now time.Time) bool {
+	return r.grace > 0 && !ref.CreatedAt.IsZero() &&
+		now.Sub(ref.CreatedAt) < r.grace && !ref.DueAt.After(ref.CreatedAt)
+}
+
+func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, now time.Time) {
+	switch {
+	case c.Malformed != "":
+		err := r.store.Quarantine(ctx, c.Key, now, fmt.Sprintf("%s: %s", errMalformed, c.Malformed))
+		r.count(ctx, "quarantine", c.Key, err, &r.t.deadLettered)
+	case c.Current != nil && c.Current.expirable(now, r.policy.MaxAttempts):
+		reason := "attempt budget spent"
+		if c.Current.Status == StatusClaimed {
+			reason = "lease expired on final attempt"
+		}
+		hist := c.Current.withError(AttemptError{At: now, Attempt: c.Current.Attempt, Message: reason})
+		err := r.store.Expire(ctx, *c.Current, now, r.policy.MaxAttempts, hist)
+		r.count(ctx, "expire", c.Key, err, &r.t.expired)
+	default:
+		r.t.conflicts.Add(1)
+		if c.Current != nil && c.Current.Status == StatusClaimed {
+			r.held.Store(c.Key, c.Current.LeaseUntil)
+		}
+	}
+}
+
+// count records the outcome of a settling write: success adds to ok (if any),
+// a refused condition is a conflict, anything else an error.
+func (r *run) count(ctx context.Context, op, key string, err error, ok *atomic.Int64) {
+	var conflict *ConflictError
+	switch {
+	case err == nil:
+		if ok != nil {
+			ok.Add(1)
+		}
+	case errors.As(err, &conflict):
+		r.t.conflicts.Add(1)
+		r.log.InfoContext(ctx, "write refused", "op", op, "key", key, "reason", err)
+	default:
+		r.t.errors.Add(1)
+		r.log.WarnContext(ctx, "write failed", "op", op, "key", key, "error", err)
+	}
+}
+
+// batch groups claimed rows by queue and emits a group when it is full,
+// when its oldest row has waited BatchLinger, or when input ends.
+func (r *run) batch(in <-chan Row, out chan<- []Row) {
+	groups := map[string][]Row{}
+	since := map[string]time.Time{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	arm := func() {
+		if armed || len(groups) == 0 {
+			return
+		}
+		var oldest time.Time
+		for _, t := range since {
+			if oldest.IsZero() || t.Before(oldest) {
+				oldest = t
+			}
+		}
+		timer.Reset(max(0, r.policy.BatchLinger-time.Since(oldest)))
+		armed = true
+	}
+	emit := func(q string) {
+		out <- groups[q]
+		delete(groups, q)
+		delete(since, q)
+	}
+	for {
+		select {
+		case row, ok := <-in:
+			if !ok {
+				for q := range groups {
+					emit(q)
+				}
+				return
+			}
+			q := row.Queue
+			if len(groups[q]) == 0 {
+				since[q] = time.Now()
+			}
+			groups[q] = append(groups[q], row)
+			if len(groups[q]) == sendBatch {
+				emit(q)
+			}
+			arm()
+		case <-timer.C:
+			armed = false
+			for q, t := range since {
+				if time.Since(t) >= r.policy.BatchLinger {
+					emit(q)
+				}
+			}
+			arm()
+		}
+	}
+}
+
+// send delivers one batch and settles every row in it, or releases the
+// batch if the deadline margin has been reached.
+func (r *run) send(ctx context.Context, rows []Row) {
+	if ctx.Err() != nil {
+		return // a crash: the claims stay held until their lease expires
+	}
+	if r.pastDeadline() {
+		r.each(rows, func(_ int, row Row) {
+			r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
+		})
+		return
+	}
+	errs := r.deliverer.Deliver(ctx, rows[0].Queue, rows)
+	r.each(rows, func(i int, row Row) {
+		err := errNoResult
+		if i < len(errs) {
+			err = errs[i]
+		}
+		r.settle(ctx, row, err)
+	})
+}
+
+// errNoResult stands in for a result the deliverer did not return; the row
+// is retried, since it may or may not have been sent.
+var errNoResult = errors.New("deliverer returned no result for this row")
+
+// each runs f on every row in parallel and waits.
+func (r *run) each(rows []Row, f func(int, Row)) {
+	var wg sync.WaitGroup
+	for i, row := range rows {
+		wg.Go(func() { f(i, row) })
+	}
+	wg.Wait()
+}
+
+// settle records the outcome of one delivery attempt.
+func (r *run) settle(ctx context.Context, row Row, sendErr error) {
+	now := r.now()
+	switch {
+	case sendErr == nil:
+		r.t.delivered.Add(1)
+		r.count(ctx, "done", row.Key, r.store.Done(ctx, row, now), nil)
+	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
+		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "error", sendErr)
+		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
+		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
+	default:
+		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
+		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
+		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
+		r.count(ctx, "retry", row.Key, err, &r.t.retried)
+	}
+}

@@ -1,0 +1,63 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Store is where rows live. Every method that changes a row is one
+// conditional write; when the condition does not hold it returns a
+// *ConflictError, which is information rather than failure.
+type Store interface {
+	// Shards is the number of due-index partitions to query, 0..Shards-1.
+	Shards() int
+	// QueryDue returns up to limit entries of one shard due at or before
+	// now, oldest first, starting after the given entry (nil: from the
+	// start). more reports whether the shard may hold further entries.
+	QueryDue(ctx context.Context, shard int, now time.Time, after *DueRef, limit int) (refs []DueRef, more bool, err error)
+	// Claim takes the row for one attempt: it must be due, below the
+	// budget, and pending or claimed under an expired lease. It returns the
+	// claimed row with its new token, attempt and lease.
+	Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (Row, error)
+	// Done settles a delivered row; it needs the row's current token.
+	Done(ctx context.Context, row Row, now time.Time) error
+	// Retry returns a claimed row to pending, due at dueAt, with the
+	// attempt kept and the error history replaced by history.
+	Retry(ctx context.Context, row Row, dueAt time.Time, history []AttemptError) error
+	// DeadLetter marks a claimed row failed with the given history.
+	DeadLetter(ctx context.Context, row Row, now time.Time, history []AttemptError) error
+	// Release returns a claimed, never-sent row to pending with its attempt
+	// restored.
+	Release(ctx context.Context, row Row) error
+	// Expire marks failed a row that can no longer be claimed because its
+	// budget is spent (see the state machine). row is its current state.
+	Expire(ctx context.Context, row Row, now time.Time, maxAttempts int, history []AttemptError) error
+	// Quarantine dead-letters an item in the due index that is not a
+	// readable row, so it stops being queried. It must not touch valid rows.
+	Quarantine(ctx context.Context, key string, now time.Time, reason string) error
+}
+
+// ConflictError reports that a conditional write did not apply.
+type ConflictError struct {
+	// Key is the row the write was for.
+	Key string
+	// Op names the transition that was refused.
+	Op string
+	// Current is the row as the store saw it when it refused the write, or
+	// nil if the row does not exist or could not be read.
+	Current *Row
+	// Malformed, when set, says why an existing item could not be read.
+	Malformed string
+}
+
+func (e *ConflictError) Error() string {
+	switch {
+	case e.Malformed != "":
+		return fmt.Sprintf("%s %s: condition failed on malformed item: %s", e.Op, e.Key, e.Malformed)
+	case e.Current == nil:
+		return fmt.Sprintf("%s %s: condition failed: no such row", e.Op, e.Key)
+	default:
+		return fmt.Sprintf("%s %s: condition failed: row is %s at attempt %d", e.Op, e.Key, e.Current.Status, e.Current.Attempt)
+	}
+}
