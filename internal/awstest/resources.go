@@ -51,7 +51,9 @@ func NewQueue(t testing.TB, fifo bool) string {
 		t.Fatal(err)
 	}
 	url := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}) })
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	})
 	return url
 }
 

@@ -42,7 +42,7 @@ type Result struct {
 // tally is the concurrent counterpart of Result.
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
-	expired, skipped, conflicts, errors                  atomic.Int64
+	expired, skipped, conflicts, errors                 atomic.Int64
 }
 
 func (t *tally) result() Result {

@@ -21,8 +21,9 @@ type run struct {
 	start  time.Time
 	stopAt time.Time // zero: no deadline
 	budget atomic.Int64
-	// held remembers rows found under another worker's live lease, so later
-	// passes of the same sweep do not pay for the same refused write again.
+	// held remembers rows to leave alone until a time: rows under another
+	// worker's live lease, so later passes do not pay for the same refused
+	// write again, and rows left to the wake, so they are counted once.
 	held sync.Map // key -> lease end (time.Time)
 	// oldest is the earliest due time seen, as Unix nanoseconds; 0 if none.
 	oldest atomic.Int64
@@ -142,11 +143,12 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 		return
 	}
 	now := r.now()
-	if r.youngForWake(ref, now) {
-		r.t.skipped.Add(1)
+	if until, ok := r.held.Load(ref.Key); ok && now.Before(until.(time.Time)) {
 		return
 	}
-	if until, ok := r.held.Load(ref.Key); ok && now.Before(until.(time.Time)) {
+	if r.youngForWake(ref, now) {
+		r.held.Store(ref.Key, ref.CreatedAt.Add(r.grace))
+		r.t.skipped.Add(1)
 		return
 	}
 	if r.budget.Add(-1) < 0 {
