@@ -1,0 +1,226 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// recorder answers SendMessageBatch with success for every entry, or with
+// what answer says, and records each request.
+type recorder struct {
+	mu     sync.Mutex
+	calls  []*sqs.SendMessageBatchInput
+	answer func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error)
+}
+
+func (r *recorder) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, in)
+	r.mu.Unlock()
+	if r.answer != nil {
+		return r.answer(in)
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+func rows(n, size int) []outbox.Row {
+	out := make([]outbox.Row, n)
+	for i := range out {
+		out[i] = outbox.Row{Key: "k" + strconv.Itoa(i), Queue: "q", Payload: []byte(strings.Repeat("x", size)), Attempt: 1}
+	}
+	return out
+}
+
+var routes = delivery.Routes{"q": "https://sqs.us-east-1.amazonaws.com/123456789012/q", "f": "https://sqs.us-east-1.amazonaws.com/123456789012/f.fifo"}
+
+func TestDeliver_SplitsBatchesByCountAndSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		rows      []outbox.Row
+		wantSizes []int
+	}{
+		{"count", rows(25, 10), []int{10, 10, 5}},
+		{"size", rows(5, 100*1024), []int{2, 2, 1}},
+		{"exactly ten", rows(10, 10), []int{10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{}
+			errs := delivery.New(rec, routes, 0).Deliver(context.Background(), "q", tt.rows)
+			require.Len(t, errs, len(tt.rows))
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+			var sizes []int
+			for _, c := range rec.calls {
+				sizes = append(sizes, len(c.Entries))
+			}
+			require.Equal(t, tt.wantSizes, sizes)
+		})
+	}
+}
+
+func TestDeliver_RefusesRowsSQSWouldRejectAsPermanent(t *testing.T) {
+	t.Parallel()
+	many := map[string]string{}
+	for i := range 9 {
+		many["a"+strconv.Itoa(i)] = "v"
+	}
+	tests := []struct {
+		name  string
+		queue string
+		row   outbox.Row
+		want  string
+	}{
+		{"no route", "nowhere", outbox.Row{Key: "k", Payload: []byte("x")}, `no route for queue "nowhere"`},
+		{"too large", "q", outbox.Row{Key: "k", Payload: []byte(strings.Repeat("x", delivery.MaxMessageBytes))}, "over the 262144-byte limit"},
+		{"too many attributes", "q", outbox.Row{Key: "k", Payload: []byte("x"), Attributes: many}, "too many message attributes: 11"},
+		{"fifo without group", "f", outbox.Row{Key: "k", Payload: []byte("x")}, "needs a message group"},
+		{"empty payload", "q", outbox.Row{Key: "k"}, "empty payload"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{}
+			good := outbox.Row{Key: "good", Payload: []byte("x"), Group: "g"}
+			errs := delivery.New(rec, routes, 0).Deliver(context.Background(), tt.queue, []outbox.Row{tt.row, good})
+			require.ErrorContains(t, errs[0], tt.want)
+			require.True(t, outbox.IsPermanent(errs[0]))
+			if tt.queue != "nowhere" {
+				require.NoError(t, errs[1], "one bad row does not hold up the others")
+			}
+		})
+	}
+}
+
+func TestDeliver_ClassifiesFailures(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{answer: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		return &sqs.SendMessageBatchOutput{
+			Successful: []types.SendMessageBatchResultEntry{{Id: in.Entries[0].Id}},
+			Failed: []types.BatchResultErrorEntry{
+				{Id: in.Entries[1].Id, Code: aws.String("InvalidMessageContents"), Message: aws.String("bad"), SenderFault: true},
+				{Id: in.Entries[2].Id, Code: aws.String("InternalError"), Message: aws.String("oops"), SenderFault: false},
+			},
+		}, nil // entry 3 gets no answer at all
+	}}
+	errs := delivery.New(rec, routes, 0).Deliver(context.Background(), "q", rows(4, 1))
+	require.NoError(t, errs[0])
+	require.True(t, outbox.IsPermanent(errs[1]))
+	require.ErrorContains(t, errs[1], "InvalidMessageContents: bad")
+	require.Error(t, errs[2])
+	require.False(t, outbox.IsPermanent(errs[2]))
+	require.Error(t, errs[3])
+	require.False(t, outbox.IsPermanent(errs[3]))
+
+	down := &recorder{answer: func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		return nil, errors.New("connection refused")
+	}}
+	for _, err := range delivery.New(down, routes, 0).Deliver(context.Background(), "q", rows(3, 1)) {
+		require.ErrorContains(t, err, "connection refused")
+		require.False(t, outbox.IsPermanent(err), "a failed call is retried")
+	}
+}
+
+func TestDeliver_SetsAttributesAndFIFOFields(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	row := outbox.Row{Key: "k1", Payload: []byte{0xff}, Attempt: 3, Group: "g", Attributes: map[string]string{"type": "created"}}
+	require.NoError(t, delivery.New(rec, routes, 0).Deliver(context.Background(), "f", []outbox.Row{row})[0])
+	e := rec.calls[0].Entries[0]
+	require.Equal(t, "/w==", aws.ToString(e.MessageBody))
+	require.Equal(t, "base64", aws.ToString(e.MessageAttributes[delivery.AttrEncoding].StringValue))
+	require.Equal(t, "k1", aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue))
+	require.Equal(t, "3", aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue))
+	require.Equal(t, "Number", aws.ToString(e.MessageAttributes[delivery.AttrAttempt].DataType))
+	require.Equal(t, "created", aws.ToString(e.MessageAttributes["type"].StringValue))
+	require.Equal(t, "g", aws.ToString(e.MessageGroupId))
+	require.Equal(t, "k1", aws.ToString(e.MessageDeduplicationId))
+}
+
+func TestBody_KeepsSQSTextAndEncodesTheRest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		payload    []byte
+		wantBinary bool
+	}{
+		{[]byte(`{"a":"ü✓"}`), false},
+		{[]byte("tab\tnewline\n"), false},
+		{[]byte("nul\x00"), true},
+		{[]byte("bell\x07"), true},
+		{[]byte{0xc3, 0x28}, true}, // invalid UTF-8
+		{[]byte("\uFFFE"), true},   // not allowed by SQS
+	}
+	for _, tt := range tests {
+		body, binary := delivery.Body(tt.payload)
+		require.Equal(t, tt.wantBinary, binary, "%q", tt.payload)
+		if !binary {
+			require.Equal(t, string(tt.payload), body)
+		}
+	}
+}
+
+func TestParseRoutes(t *testing.T) {
+	t.Parallel()
+	got, err := delivery.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events=https://sqs.eu-west-1.amazonaws.com/1/events.fifo")
+	require.NoError(t, err)
+	require.Equal(t, delivery.Routes{"orders": "http://localhost:4566/000000000000/orders", "events": "https://sqs.eu-west-1.amazonaws.com/1/events.fifo"}, got)
+	require.True(t, delivery.IsFIFO(got["events"]))
+	back, err := delivery.ParseRoutes(got.String())
+	require.NoError(t, err)
+	require.Equal(t, got, back)
+
+	for in, want := range map[string]string{
+		"orders":                    "want name=url",
+		"=http://x/q":               "want name=url",
+		"orders=not a url":          "is not an absolute queue URL",
+		"a=http://x/q,a=http://x/r": "given twice",
+	} {
+		_, err := delivery.ParseRoutes(in)
+		require.ErrorContains(t, err, want, in)
+	}
+}
+
+func TestDeliver_AgainstSQS_LargeBatchesAndFIFOArrive(t *testing.T) {
+	t.Parallel()
+	std, fifo := awstest.NewQueue(t, false), awstest.NewQueue(t, true)
+	d := delivery.New(awstest.SQS(t), delivery.Routes{"std": std, "fifo": fifo}, 0)
+	big := rows(7, 100*1024)
+	for _, err := range d.Deliver(context.Background(), "std", big) {
+		require.NoError(t, err)
+	}
+	require.Len(t, awstest.Receive(t, std, len(big), 20*time.Second), len(big))
+
+	ordered := rows(10, 5)
+	for i := range ordered {
+		ordered[i].Group = "g"
+	}
+	for _, err := range d.Deliver(context.Background(), "fifo", ordered) {
+		require.NoError(t, err)
+	}
+	got := awstest.Receive(t, fifo, len(ordered), 20*time.Second)
+	require.Len(t, got, len(ordered))
+	for i, m := range got {
+		require.Equal(t, ordered[i].Key, aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue), "FIFO order within one batch")
+	}
+}

@@ -1,0 +1,127 @@
+package outbox
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBackoff_GrowsGeometricallyAndClamps(t *testing.T) {
+	t.Parallel()
+	p := Policy{BackoffBase: 100 * time.Millisecond, BackoffMultiplier: 2, BackoffMax: 60 * time.Second}
+	tests := []struct {
+		attempt int
+		want    time.Duration
+	}{
+		{0, 100 * time.Millisecond}, // defensive: treated as the first
+		{1, 100 * time.Millisecond},
+		{2, 200 * time.Millisecond},
+		{3, 400 * time.Millisecond},
+		{10, 51200 * time.Millisecond},
+		{11, 60 * time.Second},
+		{64, 60 * time.Second},
+		{math.MaxInt32, 60 * time.Second},
+		{math.MaxInt, 60 * time.Second},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, p.Backoff(tt.attempt), "attempt %d", tt.attempt)
+	}
+}
+
+func TestBackoff_SaturatesInsteadOfOverflowing(t *testing.T) {
+	t.Parallel()
+	p := Policy{BackoffBase: time.Duration(math.MaxInt64 / 3), BackoffMultiplier: 1000, BackoffMax: time.Duration(math.MaxInt64)}
+	require.Equal(t, time.Duration(math.MaxInt64), p.Backoff(5))
+	flat := Policy{BackoffBase: time.Second, BackoffMultiplier: 1, BackoffMax: time.Hour}
+	require.Equal(t, time.Second, flat.Backoff(1_000_000))
+}
+
+func TestJitter_StaysWithinBounds(t *testing.T) {
+	t.Parallel()
+	p := Policy{Jitter: 0.2}
+	d := 10 * time.Second
+	lo, hi := 8*time.Second, 12*time.Second
+	var below, above bool
+	for range 2000 {
+		j := p.jittered(d)
+		require.GreaterOrEqual(t, j, lo)
+		require.LessOrEqual(t, j, hi)
+		below, above = below || j < d, above || j > d
+	}
+	require.True(t, below && above, "jitter goes both ways")
+	require.Equal(t, d, Policy{}.jittered(d))
+}
+
+func TestPolicy_ValidateNamesEachBadField(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(*Policy)
+		want   string
+	}{
+		{"max attempts", func(p *Policy) { p.MaxAttempts = 0 }, "max attempts must be at least 1"},
+		{"backoff base", func(p *Policy) { p.BackoffBase = 0 }, "backoff base must be positive"},
+		{"multiplier", func(p *Policy) { p.BackoffMultiplier = 0 }, "backoff multiplier must be at least 1"},
+		{"max below base", func(p *Policy) { p.BackoffMax = p.BackoffBase / 2 }, "backoff max"},
+		{"jitter", func(p *Policy) { p.Jitter = 1 }, "jitter must be in [0, 1)"},
+		{"negative jitter", func(p *Policy) { p.Jitter = -0.1 }, "jitter must be in [0, 1)"},
+		{"lease", func(p *Policy) { p.Lease = 0 }, "lease must be positive"},
+		{"grace", func(p *Policy) { p.WakeGrace = -time.Second }, "wake grace must not be negative"},
+		{"page size", func(p *Policy) { p.PageSize = 0 }, "page size must be in [1, 1000]"},
+		{"page size high", func(p *Policy) { p.PageSize = 1001 }, "page size must be in [1, 1000]"},
+		{"concurrency", func(p *Policy) { p.Concurrency = 0 }, "concurrency must be in [1, 256]"},
+		{"margin", func(p *Policy) { p.DeadlineMargin = -1 }, "deadline margin must not be negative"},
+		{"budget", func(p *Policy) { p.RowBudget = 0 }, "row budget must be at least 1"},
+		{"linger", func(p *Policy) { p.BatchLinger = -1 }, "batch linger must not be negative"},
+	}
+	require.NoError(t, DefaultPolicy().Validate())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := DefaultPolicy()
+			tt.mutate(&p)
+			require.ErrorContains(t, p.Validate(), tt.want)
+		})
+	}
+}
+
+func TestPolicy_CheckDeadlineWantsLeaseLongerThanTimeout(t *testing.T) {
+	t.Parallel()
+	p := DefaultPolicy()
+	require.NoError(t, p.CheckDeadline(time.Minute))
+	require.ErrorContains(t, p.CheckDeadline(p.Lease), "lease (5m0s) must be longer than the invocation timeout (5m0s)")
+	require.ErrorContains(t, p.CheckDeadline(5*time.Second), "deadline margin (10s) must be shorter")
+}
+
+func TestRow_ErrorHistoryKeepsTheLastFew(t *testing.T) {
+	t.Parallel()
+	var r Row
+	for i := 1; i <= errorHistory+3; i++ {
+		r.Errors = r.withError(AttemptError{Attempt: i})
+	}
+	require.Len(t, r.Errors, errorHistory)
+	require.Equal(t, 4, r.Errors[0].Attempt)
+	require.Equal(t, errorHistory+3, r.Errors[errorHistory-1].Attempt)
+}
+
+func TestRow_Expirable(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		name string
+		row  Row
+		want bool
+	}{
+		{"claimed, lease lapsed, at budget", Row{Status: StatusClaimed, Attempt: 3, LeaseUntil: now.Add(-time.Second)}, true},
+		{"claimed, lease live, at budget", Row{Status: StatusClaimed, Attempt: 3, LeaseUntil: now.Add(time.Second)}, false},
+		{"claimed, lease lapsed, below budget", Row{Status: StatusClaimed, Attempt: 2, LeaseUntil: now.Add(-time.Second)}, false},
+		{"pending, due, over budget", Row{Status: StatusPending, Attempt: 4, DueAt: now}, true},
+		{"pending, not due, over budget", Row{Status: StatusPending, Attempt: 4, DueAt: now.Add(time.Second)}, false},
+		{"failed", Row{Status: StatusFailed, Attempt: 3}, false},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, tt.row.expirable(now, 3), tt.name)
+	}
+}
