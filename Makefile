@@ -4,8 +4,7 @@ SHELL        := /bin/bash
 GO           ?= go
 PYTHON       ?= python3
 VENV         := .venv
-MOTO_VERSION := 5.2.5
-STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@2025.1.1
+STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN          := bin
 
 .DEFAULT_GOAL := help
@@ -14,13 +13,13 @@ BIN          := bin
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.installed: Makefile
+$(VENV)/.installed: requirements-tools.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-tools.txt
 	touch $@
 
 .PHONY: venv
-venv: $(VENV)/.installed ## Install the pinned moto server into the project virtualenv (.venv).
+venv: $(VENV)/.installed ## Install the pinned Python tools (moto server) into .venv.
 
 .PHONY: test
 test: venv ## Run every test: unit tests and integration tests against a moto server the tests start.

@@ -67,11 +67,11 @@ func Receive(t testing.TB, url string, want int, timeout time.Duration) []types.
 	deadline := time.Now().Add(timeout)
 	for len(got) < want && time.Now().Before(deadline) {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:              aws.String(url),
-			MaxNumberOfMessages:   10,
-			WaitTimeSeconds:       1,
-			MessageAttributeNames: []string{"All"},
-			AttributeNames:        []types.QueueAttributeName{types.QueueAttributeNameAll},
+			QueueUrl:                    aws.String(url),
+			MaxNumberOfMessages:         10,
+			WaitTimeSeconds:             1,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
 			t.Fatal(err)
