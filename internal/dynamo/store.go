@@ -47,15 +47,26 @@ type Store struct {
 
 var _ outbox.Store = (*Store)(nil)
 
+// Validate reports every setting that is out of range, as
+// *outbox.FieldError values joined into one error.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Table == "" {
+		errs = append(errs, &outbox.FieldError{Field: "Table", Value: `""`, Msg: "must not be empty"})
+	}
+	if c.Shards < 1 || c.Shards > 1000 {
+		errs = append(errs, &outbox.FieldError{Field: "Shards", Value: c.Shards, Msg: "must be in [1, 1000]"})
+	}
+	if c.DoneRetention < 0 {
+		errs = append(errs, &outbox.FieldError{Field: "DoneRetention", Value: c.DoneRetention, Msg: "must not be negative"})
+	}
+	return errors.Join(errs...)
+}
+
 // New returns a store over the table cfg names.
 func New(api API, cfg Config) (*Store, error) {
-	switch {
-	case cfg.Table == "":
-		return nil, errors.New("table name is empty")
-	case cfg.Shards < 1 || cfg.Shards > 1000:
-		return nil, fmt.Errorf("shards must be in [1, 1000], got %d", cfg.Shards)
-	case cfg.DoneRetention < 0:
-		return nil, fmt.Errorf("done retention must not be negative, got %s", cfg.DoneRetention)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid store config: %w", err)
 	}
 	return &Store{api: api, cfg: cfg}, nil
 }

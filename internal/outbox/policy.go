@@ -60,26 +60,37 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Validate reports every field that is out of range, joined into one error.
+// FieldError says which setting is out of range. Field is the Go field
+// name, so configuration layers can name their own variable instead.
+type FieldError struct {
+	Field string
+	Value any
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s %s, got %v", e.Field, e.Msg, e.Value) }
+
+// Validate reports every field that is out of range, as *FieldError values
+// joined into one error.
 func (p Policy) Validate() error {
 	var errs []error
-	check := func(ok bool, format string, args ...any) {
+	check := func(ok bool, field string, value any, msg string) {
 		if !ok {
-			errs = append(errs, fmt.Errorf(format, args...))
+			errs = append(errs, &FieldError{Field: field, Value: value, Msg: msg})
 		}
 	}
-	check(p.MaxAttempts >= 1, "max attempts must be at least 1, got %d", p.MaxAttempts)
-	check(p.BackoffBase > 0, "backoff base must be positive, got %s", p.BackoffBase)
-	check(p.BackoffMultiplier >= 1, "backoff multiplier must be at least 1, got %d", p.BackoffMultiplier)
-	check(p.BackoffMax >= p.BackoffBase, "backoff max (%s) must be at least backoff base (%s)", p.BackoffMax, p.BackoffBase)
-	check(p.Jitter >= 0 && p.Jitter < 1, "jitter must be in [0, 1), got %g", p.Jitter)
-	check(p.Lease > 0, "lease must be positive, got %s", p.Lease)
-	check(p.WakeGrace >= 0, "wake grace must not be negative, got %s", p.WakeGrace)
-	check(p.PageSize >= 1 && p.PageSize <= 1000, "page size must be in [1, 1000], got %d", p.PageSize)
-	check(p.Concurrency >= 1 && p.Concurrency <= 256, "concurrency must be in [1, 256], got %d", p.Concurrency)
-	check(p.DeadlineMargin >= 0, "deadline margin must not be negative, got %s", p.DeadlineMargin)
-	check(p.RowBudget >= 1, "row budget must be at least 1, got %d", p.RowBudget)
-	check(p.BatchLinger >= 0, "batch linger must not be negative, got %s", p.BatchLinger)
+	check(p.MaxAttempts >= 1, "MaxAttempts", p.MaxAttempts, "must be at least 1")
+	check(p.BackoffBase > 0, "BackoffBase", p.BackoffBase, "must be positive")
+	check(p.BackoffMultiplier >= 1, "BackoffMultiplier", p.BackoffMultiplier, "must be at least 1")
+	check(p.BackoffMax >= p.BackoffBase, "BackoffMax", p.BackoffMax, fmt.Sprintf("must be at least the backoff base (%s)", p.BackoffBase))
+	check(p.Jitter >= 0 && p.Jitter < 1, "Jitter", p.Jitter, "must be in [0, 1)")
+	check(p.Lease > 0, "Lease", p.Lease, "must be positive")
+	check(p.WakeGrace >= 0, "WakeGrace", p.WakeGrace, "must not be negative")
+	check(p.PageSize >= 1 && p.PageSize <= 1000, "PageSize", p.PageSize, "must be in [1, 1000]")
+	check(p.Concurrency >= 1 && p.Concurrency <= 256, "Concurrency", p.Concurrency, "must be in [1, 256]")
+	check(p.DeadlineMargin >= 0, "DeadlineMargin", p.DeadlineMargin, "must not be negative")
+	check(p.RowBudget >= 1, "RowBudget", p.RowBudget, "must be at least 1")
+	check(p.BatchLinger >= 0, "BatchLinger", p.BatchLinger, "must not be negative")
 	return errors.Join(errs...)
 }
 

@@ -61,20 +61,20 @@ func TestPolicy_ValidateNamesEachBadField(t *testing.T) {
 		mutate func(*Policy)
 		want   string
 	}{
-		{"max attempts", func(p *Policy) { p.MaxAttempts = 0 }, "max attempts must be at least 1"},
-		{"backoff base", func(p *Policy) { p.BackoffBase = 0 }, "backoff base must be positive"},
-		{"multiplier", func(p *Policy) { p.BackoffMultiplier = 0 }, "backoff multiplier must be at least 1"},
-		{"max below base", func(p *Policy) { p.BackoffMax = p.BackoffBase / 2 }, "backoff max"},
-		{"jitter", func(p *Policy) { p.Jitter = 1 }, "jitter must be in [0, 1)"},
-		{"negative jitter", func(p *Policy) { p.Jitter = -0.1 }, "jitter must be in [0, 1)"},
-		{"lease", func(p *Policy) { p.Lease = 0 }, "lease must be positive"},
-		{"grace", func(p *Policy) { p.WakeGrace = -time.Second }, "wake grace must not be negative"},
-		{"page size", func(p *Policy) { p.PageSize = 0 }, "page size must be in [1, 1000]"},
-		{"page size high", func(p *Policy) { p.PageSize = 1001 }, "page size must be in [1, 1000]"},
-		{"concurrency", func(p *Policy) { p.Concurrency = 0 }, "concurrency must be in [1, 256]"},
-		{"margin", func(p *Policy) { p.DeadlineMargin = -1 }, "deadline margin must not be negative"},
-		{"budget", func(p *Policy) { p.RowBudget = 0 }, "row budget must be at least 1"},
-		{"linger", func(p *Policy) { p.BatchLinger = -1 }, "batch linger must not be negative"},
+		{"max attempts", func(p *Policy) { p.MaxAttempts = 0 }, "MaxAttempts must be at least 1, got 0"},
+		{"backoff base", func(p *Policy) { p.BackoffBase = 0 }, "BackoffBase must be positive"},
+		{"multiplier", func(p *Policy) { p.BackoffMultiplier = 0 }, "BackoffMultiplier must be at least 1"},
+		{"max below base", func(p *Policy) { p.BackoffMax = p.BackoffBase / 2 }, "BackoffMax must be at least the backoff base"},
+		{"jitter", func(p *Policy) { p.Jitter = 1 }, "Jitter must be in [0, 1)"},
+		{"negative jitter", func(p *Policy) { p.Jitter = -0.1 }, "Jitter must be in [0, 1)"},
+		{"lease", func(p *Policy) { p.Lease = 0 }, "Lease must be positive"},
+		{"grace", func(p *Policy) { p.WakeGrace = -time.Second }, "WakeGrace must not be negative"},
+		{"page size", func(p *Policy) { p.PageSize = 0 }, "PageSize must be in [1, 1000]"},
+		{"page size high", func(p *Policy) { p.PageSize = 1001 }, "PageSize must be in [1, 1000]"},
+		{"concurrency", func(p *Policy) { p.Concurrency = 0 }, "Concurrency must be in [1, 256]"},
+		{"margin", func(p *Policy) { p.DeadlineMargin = -1 }, "DeadlineMargin must not be negative"},
+		{"budget", func(p *Policy) { p.RowBudget = 0 }, "RowBudget must be at least 1"},
+		{"linger", func(p *Policy) { p.BatchLinger = -1 }, "BatchLinger must not be negative"},
 	}
 	require.NoError(t, DefaultPolicy().Validate())
 	for _, tt := range tests {

@@ -8,35 +8,35 @@ import (
 // Result counts what one sweep or wake did to rows.
 type Result struct {
 	// Claimed rows this run took, including ones later released.
-	Claimed int `json:"claimed"`
+	Claimed int
 	// Delivered rows were sent and settled done (or sent, with a failed
 	// settle counted under Errors: they will be sent again).
-	Delivered int `json:"delivered"`
+	Delivered int
 	// Retried rows failed an attempt and wait for their backoff.
-	Retried int `json:"retried"`
+	Retried int
 	// DeadLettered rows are now failed: permanent error, spent budget or
 	// unreadable.
-	DeadLettered int `json:"dead_lettered"`
+	DeadLettered int
 	// Released rows were claimed but not sent before the deadline margin.
-	Released int `json:"released"`
+	Released int
 	// Expired rows lost their final claim (crash or timeout) and failed.
-	Expired int `json:"expired"`
+	Expired int
 	// Skipped rows were due but left alone: younger than the wake grace.
-	Skipped int `json:"skipped"`
+	Skipped int
 	// Conflicts are refused conditional writes: another worker had the
 	// row, or it had already moved on.
-	Conflicts int `json:"conflicts"`
+	Conflicts int
 	// Errors are store calls that failed outright; the rows involved are
 	// recovered by a later sweep once their lease expires.
-	Errors int `json:"errors"`
+	Errors int
 	// OldestDueAge is how overdue the oldest due row was when the sweep
 	// began: the backlog lag. Zero for the wake and for an empty backlog.
-	OldestDueAge time.Duration `json:"oldest_due_age_ns"`
+	OldestDueAge time.Duration
 	// Duration is the wall time of the run.
-	Duration time.Duration `json:"duration_ns"`
+	Duration time.Duration
 	// Stopped says why a sweep ended: "drained", "budget", "deadline" or
 	// "canceled".
-	Stopped string `json:"stopped,omitempty"`
+	Stopped string
 }
 
 // tally is the concurrent counterpart of Result.

@@ -1,0 +1,167 @@
+// Package config reads Outflow's settings from OUTFLOW_* environment
+// variables, once, at cold start. Every variable has a documented default
+// except the table and the routes; an invalid value is an error that names
+// the variable and the value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// Prefix starts every variable Outflow reads.
+const Prefix = "OUTFLOW_"
+
+// Config is everything a function needs to run the engine.
+type Config struct {
+	Store           dynamo.Config
+	Routes          delivery.Routes
+	Policy          outbox.Policy
+	MaxMessageBytes int
+	// MetricsNamespace is the CloudWatch namespace of the EMF metrics.
+	MetricsNamespace string
+}
+
+// Var describes one environment variable: its name, its default ("" when
+// required) and what it means. Vars lists them all; the README table and
+// the template test are checked against it.
+type Var struct {
+	Name    string
+	Default string
+	Doc     string
+	set     func(*Config, string) error
+	// field is the outbox.Policy or dynamo.Config field the variable
+	// sets, so range errors from those layers name the variable.
+	field string
+}
+
+// Vars is every variable Outflow reads, in documentation order.
+var Vars = []Var{
+	{"OUTFLOW_TABLE", "", "Outbox table name (required).", func(c *Config, v string) error {
+		c.Store.Table = v
+		return nil
+	}, "Table"},
+	{"OUTFLOW_ROUTES", "", "Queue routes, `name=queueURL,...` (required). A row whose queue has no route is dead-lettered.", func(c *Config, v string) (err error) {
+		c.Routes, err = delivery.ParseRoutes(v)
+		if err == nil && len(c.Routes) == 0 {
+			err = errors.New("no routes given")
+		}
+		return err
+	}, ""},
+	{"OUTFLOW_SHARDS", "4", "Due-index shards. May grow, never shrink; producers must use the same value.", intVar(func(c *Config) *int { return &c.Store.Shards }), "Shards"},
+	{"OUTFLOW_DONE_RETENTION", "0s", "Keep delivered rows as `done` this long (TTL); 0 deletes them.", durVar(func(c *Config) *time.Duration { return &c.Store.DoneRetention }), "DoneRetention"},
+	{"OUTFLOW_MAX_ATTEMPTS", "8", "Delivery attempts per row, counting lost claims, before it is dead-lettered.", intVar(func(c *Config) *int { return &c.Policy.MaxAttempts }), "MaxAttempts"},
+	{"OUTFLOW_BACKOFF_BASE", "1s", "Delay before the first retry.", durVar(func(c *Config) *time.Duration { return &c.Policy.BackoffBase }), "BackoffBase"},
+	{"OUTFLOW_BACKOFF_MULTIPLIER", "2", "Growth of the delay per further attempt.", intVar(func(c *Config) *int { return &c.Policy.BackoffMultiplier }), "BackoffMultiplier"},
+	{"OUTFLOW_BACKOFF_MAX", "15m", "Largest delay before jitter.", durVar(func(c *Config) *time.Duration { return &c.Policy.BackoffMax }), "BackoffMax"},
+	{"OUTFLOW_JITTER", "0.2", "Spread of each delay, ± this fraction, in [0, 1).", func(c *Config, v string) (err error) {
+		c.Policy.Jitter, err = strconv.ParseFloat(v, 64)
+		return err
+	}, "Jitter"},
+	{"OUTFLOW_LEASE", "5m", "How long a claim is exclusive. Must exceed the function timeout.", durVar(func(c *Config) *time.Duration { return &c.Policy.Lease }), "Lease"},
+	{"OUTFLOW_WAKE_GRACE", "15s", "The sweep leaves rows younger than this to the stream wake; set 0s when the wake is off.", durVar(func(c *Config) *time.Duration { return &c.Policy.WakeGrace }), "WakeGrace"},
+	{"OUTFLOW_PAGE_SIZE", "100", "Due-index entries read per query.", intVar(func(c *Config) *int { return &c.Policy.PageSize }), "PageSize"},
+	{"OUTFLOW_CONCURRENCY", "16", "Parallel claims, sends and settles.", intVar(func(c *Config) *int { return &c.Policy.Concurrency }), "Concurrency"},
+	{"OUTFLOW_DEADLINE_MARGIN", "10s", "Time kept free before the invocation deadline; unsent claims are released inside it.", durVar(func(c *Config) *time.Duration { return &c.Policy.DeadlineMargin }), "DeadlineMargin"},
+	{"OUTFLOW_ROW_BUDGET", "10000", "Most rows one sweep claims.", intVar(func(c *Config) *int { return &c.Policy.RowBudget }), "RowBudget"},
+	{"OUTFLOW_BATCH_LINGER", "20ms", "How long a partial batch waits for more rows of its queue.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
+	{"OUTFLOW_MAX_MESSAGE_BYTES", "262144", "Size limit of one message and one batch (SQS accepts up to 1048576).", intVar(func(c *Config) *int { return &c.MaxMessageBytes }), ""},
+	{"OUTFLOW_METRICS_NAMESPACE", "Outflow", "CloudWatch namespace of the embedded metrics.", func(c *Config, v string) error {
+		c.MetricsNamespace = v
+		return nil
+	}, ""},
+}
+
+func intVar(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errors.New("not an integer")
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func durVar(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errors.New("not a duration (like 500ms, 30s, 5m)")
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// Load reads every variable through getenv (os.Getenv in production),
+// applies defaults, and validates the result. All problems are reported
+// together, each naming its variable.
+func Load(getenv func(string) string) (Config, error) {
+	var c Config
+	var errs []error
+	for _, v := range Vars {
+		raw := strings.TrimSpace(getenv(v.Name))
+		if raw == "" {
+			raw = v.Default
+		}
+		if raw == "" {
+			errs = append(errs, fmt.Errorf("%s is required: %s", v.Name, v.Doc))
+			continue
+		}
+		if err := v.set(&c, raw); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", v.Name, raw, err))
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// validate checks ranges; each error names the variable and its value.
+func (c Config) validate() error {
+	var errs []error
+	for _, err := range []error{c.Store.Validate(), c.Policy.Validate()} {
+		for _, e := range unjoin(err) {
+			var fe *outbox.FieldError
+			if errors.As(e, &fe) {
+				e = fmt.Errorf("%s=%v: %s", varFor(fe.Field), fe.Value, fe.Msg)
+			}
+			errs = append(errs, e)
+		}
+	}
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1024*1024 {
+		errs = append(errs, fmt.Errorf("OUTFLOW_MAX_MESSAGE_BYTES=%d: must be in [1024, 1048576]", c.MaxMessageBytes))
+	}
+	return errors.Join(errs...)
+}
+
+func varFor(field string) string {
+	for _, v := range Vars {
+		if v.field == field {
+			return v.Name
+		}
+	}
+	return field
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}

@@ -1,0 +1,111 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/config"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func minimal() map[string]string {
+	return map[string]string{"OUTFLOW_TABLE": "outbox", "OUTFLOW_ROUTES": "orders=https://sqs.us-east-1.amazonaws.com/1/orders"}
+}
+
+func TestLoad_AppliesDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(minimal()))
+	require.NoError(t, err)
+	require.Equal(t, "outbox", c.Store.Table)
+	require.Equal(t, 4, c.Store.Shards)
+	require.Equal(t, 8, c.Policy.MaxAttempts)
+	require.Equal(t, 5*time.Minute, c.Policy.Lease)
+	require.Equal(t, 15*time.Second, c.Policy.WakeGrace)
+	require.Equal(t, 262144, c.MaxMessageBytes)
+	require.Equal(t, "Outflow", c.MetricsNamespace)
+	require.Equal(t, "https://sqs.us-east-1.amazonaws.com/1/orders", c.Routes["orders"])
+}
+
+func TestLoad_DefaultsMatchTheEngineDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(minimal()))
+	require.NoError(t, err)
+	c.Policy.WakeGrace = 15 * time.Second
+	require.Equal(t, outbox.DefaultPolicy(), c.Policy)
+}
+
+func TestLoad_ReadsEveryVariable(t *testing.T) {
+	t.Parallel()
+	kv := minimal()
+	kv["OUTFLOW_SHARDS"] = "16"
+	kv["OUTFLOW_DONE_RETENTION"] = "24h"
+	kv["OUTFLOW_MAX_ATTEMPTS"] = "3"
+	kv["OUTFLOW_BACKOFF_BASE"] = "250ms"
+	kv["OUTFLOW_BACKOFF_MULTIPLIER"] = "3"
+	kv["OUTFLOW_BACKOFF_MAX"] = "1m"
+	kv["OUTFLOW_JITTER"] = "0"
+	kv["OUTFLOW_LEASE"] = "2m"
+	kv["OUTFLOW_WAKE_GRACE"] = "0s"
+	kv["OUTFLOW_PAGE_SIZE"] = "50"
+	kv["OUTFLOW_CONCURRENCY"] = "8"
+	kv["OUTFLOW_DEADLINE_MARGIN"] = "5s"
+	kv["OUTFLOW_ROW_BUDGET"] = "500"
+	kv["OUTFLOW_BATCH_LINGER"] = "0s"
+	kv["OUTFLOW_MAX_MESSAGE_BYTES"] = "1048576"
+	kv["OUTFLOW_METRICS_NAMESPACE"] = "Mine"
+	c, err := config.Load(env(kv))
+	require.NoError(t, err)
+	require.Equal(t, 16, c.Store.Shards)
+	require.Equal(t, 24*time.Hour, c.Store.DoneRetention)
+	p := c.Policy
+	require.Equal(t, []any{3, 250 * time.Millisecond, 3, time.Minute, 0.0, 2 * time.Minute, time.Duration(0), 50, 8, 5 * time.Second, 500, time.Duration(0)},
+		[]any{p.MaxAttempts, p.BackoffBase, p.BackoffMultiplier, p.BackoffMax, p.Jitter, p.Lease, p.WakeGrace, p.PageSize, p.Concurrency, p.DeadlineMargin, p.RowBudget, p.BatchLinger})
+	require.Equal(t, 1048576, c.MaxMessageBytes)
+	require.Equal(t, "Mine", c.MetricsNamespace)
+	require.Len(t, config.Vars, len(kv), "every variable is covered here")
+}
+
+func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, value, want string
+	}{
+		{"OUTFLOW_TABLE", "", "OUTFLOW_TABLE is required"},
+		{"OUTFLOW_ROUTES", "", "OUTFLOW_ROUTES is required"},
+		{"OUTFLOW_ROUTES", "orders", `OUTFLOW_ROUTES="orders": route "orders": want name=url`},
+		{"OUTFLOW_ROUTES", "orders=nope", `is not an absolute queue URL`},
+		{"OUTFLOW_SHARDS", "four", `OUTFLOW_SHARDS="four": not an integer`},
+		{"OUTFLOW_SHARDS", "0", "OUTFLOW_SHARDS=0: must be in [1, 1000]"},
+		{"OUTFLOW_DONE_RETENTION", "-1h", "OUTFLOW_DONE_RETENTION=-1h0m0s: must not be negative"},
+		{"OUTFLOW_MAX_ATTEMPTS", "0", "OUTFLOW_MAX_ATTEMPTS=0: must be at least 1"},
+		{"OUTFLOW_BACKOFF_BASE", "soon", `OUTFLOW_BACKOFF_BASE="soon": not a duration`},
+		{"OUTFLOW_BACKOFF_BASE", "0s", "OUTFLOW_BACKOFF_BASE=0s: must be positive"},
+		{"OUTFLOW_BACKOFF_MULTIPLIER", "0", "OUTFLOW_BACKOFF_MULTIPLIER=0: must be at least 1"},
+		{"OUTFLOW_BACKOFF_MAX", "1ms", "OUTFLOW_BACKOFF_MAX=1ms: must be at least the backoff base"},
+		{"OUTFLOW_JITTER", "1.5", "OUTFLOW_JITTER=1.5: must be in [0, 1)"},
+		{"OUTFLOW_JITTER", "lots", `OUTFLOW_JITTER="lots"`},
+		{"OUTFLOW_LEASE", "0s", "OUTFLOW_LEASE=0s: must be positive"},
+		{"OUTFLOW_WAKE_GRACE", "-1s", "OUTFLOW_WAKE_GRACE=-1s: must not be negative"},
+		{"OUTFLOW_PAGE_SIZE", "5000", "OUTFLOW_PAGE_SIZE=5000: must be in [1, 1000]"},
+		{"OUTFLOW_CONCURRENCY", "0", "OUTFLOW_CONCURRENCY=0: must be in [1, 256]"},
+		{"OUTFLOW_DEADLINE_MARGIN", "-1s", "OUTFLOW_DEADLINE_MARGIN=-1s: must not be negative"},
+		{"OUTFLOW_ROW_BUDGET", "0", "OUTFLOW_ROW_BUDGET=0: must be at least 1"},
+		{"OUTFLOW_BATCH_LINGER", "x", `OUTFLOW_BATCH_LINGER="x": not a duration`},
+		{"OUTFLOW_MAX_MESSAGE_BYTES", "2000000", "OUTFLOW_MAX_MESSAGE_BYTES=2000000: must be in [1024, 1048576]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			kv := minimal()
+			kv[tt.name] = tt.value
+			_, err := config.Load(env(kv))
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}

@@ -1,0 +1,69 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/outflowhq/outflow/internal/config"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/telemetry"
+)
+
+// Runtime is what a function builds once, at cold start, and reuses for
+// every invocation.
+type Runtime struct {
+	Config config.Config
+	Engine *outbox.Engine
+	Log    *slog.Logger
+	// Metrics receives one EMF line per invocation (stdout in Lambda).
+	Metrics io.Writer
+}
+
+// Setup reads and validates the configuration through getenv, and builds
+// the AWS clients, the store, the deliverer and the engine. AWS settings
+// (region, credentials, AWS_ENDPOINT_URL) come from the standard SDK
+// environment. Logs and metrics go to out.
+func Setup(ctx context.Context, getenv func(string) string, out io.Writer) (*Runtime, error) {
+	log := telemetry.NewLogger(out, getenv)
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load aws config: %w", err)
+	}
+	store, err := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	sender := delivery.New(sqs.NewFromConfig(awsCfg), cfg.Routes, cfg.MaxMessageBytes)
+	engine, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{Config: cfg, Engine: engine, Log: log, Metrics: out}, nil
+}
+
+// report logs a summary and emits its metrics; a failed metrics write is
+// logged, never returned, since the rows are already settled.
+func (rt *Runtime) report(ctx context.Context, s telemetry.Summary) {
+	rt.Log.InfoContext(ctx, s.Function+" finished",
+		"claimed", s.Claimed, "delivered", s.Delivered, "retried", s.Retried,
+		"dead_lettered", s.DeadLettered, "released", s.Released, "expired", s.Expired,
+		"skipped", s.Skipped, "conflicts", s.Conflicts, "errors", s.Errors,
+		"oldest_due_age_ms", s.OldestDueAgeMs, "duration_ms", s.DurationMs, "stopped", s.Stopped,
+		"records", s.Records, "ignored", s.Ignored)
+	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, time.Now(), s); err != nil {
+		rt.Log.WarnContext(ctx, "emit metrics failed", "error", err)
+	}
+}

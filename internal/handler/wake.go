@@ -1,0 +1,106 @@
+package handler
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/telemetry"
+)
+
+// Wake handles DynamoDB stream batches. It is advisory: whatever it cannot
+// do, the next sweep does, so it never fails a batch.
+type Wake struct {
+	rt  *Runtime
+	now func() time.Time
+}
+
+// NewWake returns the wake handler over rt.
+func NewWake(rt *Runtime) *Wake { return &Wake{rt: rt, now: time.Now} }
+
+// Handle delivers the rows the batch inserted as pending and due, and
+// always reports success with no item failures, so Lambda never retries or
+// splits a batch on the wake's account.
+func (w *Wake) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	keys, ignored := DueInserts(ev, w.now())
+	for _, ig := range ignored {
+		if ig.Reason != reasonNotDue {
+			w.rt.Log.InfoContext(ctx, "wake skipped a stream record", "event_id", ig.EventID, "reason", ig.Reason)
+		}
+	}
+	var res outbox.Result
+	if len(keys) > 0 {
+		var err error
+		res, err = w.rt.Engine.DeliverKeys(ctx, keys)
+		if err != nil {
+			w.rt.Log.WarnContext(ctx, "wake stopped early; the sweep will deliver the rest", "error", err)
+		}
+	}
+	sum := telemetry.NewSummary("wake", res)
+	sum.Records, sum.Ignored = len(ev.Records), len(ignored)
+	w.rt.report(ctx, sum)
+	return events.DynamoDBEventResponse{}, nil
+}
+
+// Ignored is a stream record the wake did not act on, and why.
+type Ignored struct {
+	EventID string
+	Reason  string
+}
+
+const reasonNotDue = "not due yet"
+
+// DueInserts returns the keys of rows a batch inserted as pending and due
+// by now, in order, and every other record with the reason it was left
+// alone. It never panics on unexpected records.
+func DueInserts(ev events.DynamoDBEvent, now time.Time) (keys []string, ignored []Ignored) {
+	for _, rec := range ev.Records {
+		key, reason := dueInsert(rec, now)
+		if reason != "" {
+			ignored = append(ignored, Ignored{EventID: rec.EventID, Reason: reason})
+			continue
+		}
+		keys = append(keys, key)
+	}
+	return keys, ignored
+}
+
+func dueInsert(rec events.DynamoDBEventRecord, now time.Time) (key, reason string) {
+	if rec.EventName != string(events.DynamoDBOperationTypeInsert) {
+		return "", "not an insert: " + rec.EventName
+	}
+	img := rec.Change.NewImage
+	key, ok := stringAttr(img, dynamo.AttrKey)
+	if !ok || key == "" {
+		return "", "no string " + dynamo.AttrKey + " in the new image"
+	}
+	if status, _ := stringAttr(img, dynamo.AttrStatus); status != string(outbox.StatusPending) {
+		return "", "status is not pending"
+	}
+	due, ok := img[dynamo.AttrDueAt]
+	if !ok || due.DataType() != events.DataTypeNumber {
+		return "", "no numeric " + dynamo.AttrDueAt + " in the new image"
+	}
+	ms, err := strconv.ParseInt(due.Number(), 10, 64)
+	if err != nil {
+		return "", dynamo.AttrDueAt + " is not an integer"
+	}
+	if ms > now.UnixMilli() {
+		return "", reasonNotDue
+	}
+	return key, ""
+}
+
+// stringAttr reads a string attribute without the panic that
+// DynamoDBAttributeValue.String has for other types.
+func stringAttr(img map[string]events.DynamoDBAttributeValue, name string) (string, bool) {
+	v, ok := img[name]
+	if !ok || v.DataType() != events.DataTypeString {
+		return "", false
+	}
+	return v.String(), true
+}

@@ -1,0 +1,295 @@
+package stack_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/config"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/eventfilter"
+	"github.com/outflowhq/outflow/internal/stack"
+	"github.com/outflowhq/outflow/internal/telemetry"
+)
+
+const templatePath = "../../template.yaml"
+
+var functions = []string{"SweepFunction", "WakeFunction"}
+
+func load(t *testing.T, overrides map[string]string) *stack.Template {
+	t.Helper()
+	tpl, err := stack.Load(templatePath, overrides)
+	require.NoError(t, err)
+	return tpl
+}
+
+func function(t *testing.T, tpl *stack.Template, name string) stack.Function {
+	t.Helper()
+	f, err := tpl.Function(name)
+	require.NoError(t, err)
+	return f
+}
+
+func TestTemplate_FunctionsAreGoOnGravitonWithJSONLogs(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	for _, name := range functions {
+		f := function(t, tpl, name)
+		require.Equal(t, "provided.al2023", f.Runtime, name)
+		require.Equal(t, []string{"arm64"}, f.Architectures, name)
+		require.Equal(t, "bootstrap", f.Handler, name)
+		require.Equal(t, "JSON", f.LoggingConfig.LogFormat, name)
+		require.Equal(t, "go1.x", tpl.Resources[name].Metadata["BuildMethod"], name)
+		require.DirExists(t, "../../"+f.CodeUri, name)
+	}
+}
+
+func TestTemplate_WakeFilterMatchesExactlyPendingInserts(t *testing.T) {
+	t.Parallel()
+	var ev stack.StreamEvent
+	require.NoError(t, function(t, load(t, nil), "WakeFunction").Event("DynamoDB", &ev))
+	require.Len(t, ev.FilterCriteria.Filters, 1)
+	p, err := eventfilter.Compile(ev.FilterCriteria.Filters[0].Pattern)
+	require.NoError(t, err)
+
+	record := func(name, status string) map[string]any {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(fmt.Sprintf(`{"eventName":%q,"dynamodb":{"NewImage":{"pk":{"S":"k"},"status":{"S":%q}}}}`, name, status)), &m))
+		return m
+	}
+	for _, name := range []string{"INSERT", "MODIFY", "REMOVE"} {
+		for _, status := range []string{"pending", "claimed", "failed", "done"} {
+			want := name == "INSERT" && status == "pending"
+			require.Equal(t, want, p.Match(record(name, status)), "%s %s", name, status)
+		}
+	}
+	require.False(t, p.Match(map[string]any{"eventName": "INSERT", "dynamodb": map[string]any{}}), "no image, no match")
+}
+
+func TestTemplate_StreamMappingIsTunedForAnAdvisoryWake(t *testing.T) {
+	t.Parallel()
+	var ev stack.StreamEvent
+	require.NoError(t, function(t, load(t, nil), "WakeFunction").Event("DynamoDB", &ev))
+	require.Equal(t, "${OutboxTable.StreamArn}", ev.Stream)
+	require.Positive(t, ev.BatchSize)
+	require.LessOrEqual(t, ev.MaximumRetryAttempts, 2, "the sweep is the backstop; retries only add duplicates")
+	require.LessOrEqual(t, ev.MaximumRecordAgeInSeconds, 300)
+	require.Positive(t, ev.ParallelizationFactor)
+}
+
+func TestTemplate_SweepIsSingleAndTimesOutBeforeItsLease(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	sweep := function(t, tpl, "SweepFunction")
+	require.NotNil(t, sweep.ReservedConcurrentExecutions)
+	require.Equal(t, 1, *sweep.ReservedConcurrentExecutions)
+	for _, name := range functions {
+		f := function(t, tpl, name)
+		lease, err := time.ParseDuration(f.Environment.Variables["OUTFLOW_LEASE"])
+		require.NoError(t, err)
+		require.Less(t, time.Duration(f.Timeout)*time.Second, lease, name)
+		margin, err := time.ParseDuration(f.Environment.Variables["OUTFLOW_DEADLINE_MARGIN"])
+		require.NoError(t, err)
+		require.Less(t, margin, time.Duration(f.Timeout)*time.Second, name)
+	}
+}
+
+func TestTemplate_DispatcherEnabledSwitchesScheduleAndMapping(t *testing.T) {
+	t.Parallel()
+	for _, enabled := range []bool{true, false} {
+		tpl := load(t, map[string]string{"DispatcherEnabled": fmt.Sprint(enabled)})
+		var sched stack.ScheduleEvent
+		require.NoError(t, function(t, tpl, "SweepFunction").Event("ScheduleV2", &sched))
+		require.Equal(t, map[bool]string{true: "ENABLED", false: "DISABLED"}[enabled], sched.State)
+		require.Equal(t, "rate(1 minute)", sched.ScheduleExpression)
+		var ev stack.StreamEvent
+		require.NoError(t, function(t, tpl, "WakeFunction").Event("DynamoDB", &ev))
+		require.NotNil(t, ev.Enabled)
+		require.Equal(t, enabled, *ev.Enabled)
+	}
+}
+
+// statement is an IAM policy statement with Action and Resource as lists.
+type statement struct {
+	Effect   string
+	Action   []string
+	Resource []string
+}
+
+func statements(t *testing.T, tpl *stack.Template) map[string][]statement {
+	t.Helper()
+	out := map[string][]statement{}
+	for _, name := range tpl.OfType("AWS::IAM::Role") {
+		var role struct {
+			Policies []struct {
+				PolicyDocument struct{ Statement []map[string]any }
+			}
+			ManagedPolicyArns []string
+		}
+		require.NoError(t, tpl.Resources[name].Decode(&role))
+		require.Empty(t, role.ManagedPolicyArns, "%s: managed policies are not least privilege", name)
+		for _, p := range role.Policies {
+			for _, raw := range p.PolicyDocument.Statement {
+				out[name] = append(out[name], statement{Effect: fmt.Sprint(raw["Effect"]), Action: list(raw["Action"]), Resource: list(raw["Resource"])})
+			}
+		}
+	}
+	return out
+}
+
+func list(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		out := make([]string, len(x))
+		for i, e := range x {
+			out[i] = fmt.Sprint(e)
+		}
+		return out
+	}
+	return nil
+}
+
+func TestTemplate_PoliciesGrantLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	byRole := statements(t, tpl)
+	require.Len(t, byRole, 2)
+	for role, stmts := range byRole {
+		for _, s := range stmts {
+			require.Equal(t, "Allow", s.Effect)
+			for _, a := range s.Action {
+				require.NotContains(t, a, "*", "%s: wildcard action %s", role, a)
+			}
+			for _, r := range s.Resource {
+				require.NotContains(t, r, "*", "%s: wildcard resource %s", role, r)
+				require.True(t, strings.HasPrefix(r, "${"), "%s: resource %s must name a resource of this stack", role, r)
+			}
+		}
+	}
+	// Every function uses its own role, so SAM adds no policies of its own.
+	for _, name := range functions {
+		require.True(t, strings.HasPrefix(function(t, tpl, name).Role, "${"), name)
+	}
+	// The sweep reads only the due index; only the wake reads the stream.
+	for _, s := range byRole["SweepRole"] {
+		for _, r := range s.Resource {
+			require.NotContains(t, r, "StreamArn")
+			if strings.Contains(r, "/index/") {
+				require.Equal(t, "${OutboxTable.Arn}/index/due", r)
+			}
+		}
+	}
+}
+
+func TestTemplate_TableMatchesTheGoSchema(t *testing.T) {
+	t.Parallel()
+	tb, err := load(t, nil).Table("OutboxTable")
+	require.NoError(t, err)
+	want := dynamo.Table.CreateTableInput("outbox")
+	got := tb.CreateTableInput("outbox")
+	require.ElementsMatch(t, want.AttributeDefinitions, got.AttributeDefinitions)
+	require.Equal(t, want.KeySchema, got.KeySchema)
+	require.ElementsMatch(t, want.GlobalSecondaryIndexes, got.GlobalSecondaryIndexes)
+	require.Equal(t, want.StreamSpecification, got.StreamSpecification)
+	require.Equal(t, want.SSESpecification, got.SSESpecification)
+	require.Equal(t, want.BillingMode, got.BillingMode)
+	require.Equal(t, dynamo.Table.TTLAttribute, tb.TimeToLiveSpecification.AttributeName)
+	require.True(t, tb.TimeToLiveSpecification.Enabled)
+	require.True(t, tb.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled)
+}
+
+func TestTemplate_QueuesAreEncryptedWithTheirOwnDLQ(t *testing.T) {
+	t.Parallel()
+	queues, err := load(t, nil).Queues()
+	require.NoError(t, err)
+	fifo, standard := 0, 0
+	for name, q := range queues {
+		require.True(t, q.SqsManagedSseEnabled, name)
+		if strings.HasSuffix(name, "DLQ") {
+			continue
+		}
+		require.NotNil(t, q.RedrivePolicy, name)
+		dlq := strings.TrimSuffix(strings.TrimPrefix(q.RedrivePolicy.DeadLetterTargetArn, "${"), ".Arn}")
+		require.Contains(t, queues, dlq, name)
+		require.Equal(t, q.FifoQueue, queues[dlq].FifoQueue, "a FIFO queue needs a FIFO DLQ")
+		if q.FifoQueue {
+			fifo++
+		} else {
+			standard++
+		}
+	}
+	require.Positive(t, fifo)
+	require.Positive(t, standard)
+}
+
+func TestTemplate_EveryVariableTheCodeReadsIsSetFromTheTemplate(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	for _, name := range functions {
+		vars := function(t, tpl, name).Environment.Variables
+		for _, v := range config.Vars {
+			require.Contains(t, vars, v.Name, "%s must set %s", name, v.Name)
+		}
+		for k := range vars {
+			if strings.HasPrefix(k, config.Prefix) {
+				require.True(t, hasVar(k), "%s sets %s, which the code does not read", name, k)
+			}
+		}
+		// The template's defaults are the code's defaults.
+		env := map[string]string{}
+		for k, v := range vars {
+			env[k] = v
+		}
+		env["OUTFLOW_TABLE"] = "outbox"
+		env["OUTFLOW_ROUTES"] = "orders=http://localhost/1/orders,events.fifo=http://localhost/1/events.fifo"
+		fromTemplate, err := config.Load(func(k string) string { return env[k] })
+		require.NoError(t, err, name)
+		defaults, err := config.Load(func(k string) string {
+			if k == "OUTFLOW_TABLE" || k == "OUTFLOW_ROUTES" {
+				return env[k]
+			}
+			return ""
+		})
+		require.NoError(t, err)
+		require.Equal(t, defaults, fromTemplate, name)
+	}
+}
+
+func hasVar(name string) bool {
+	for _, v := range config.Vars {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	emitted := telemetry.MetricNames()
+	seen := map[string]bool{}
+	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
+		var a struct{ Namespace, MetricName string }
+		require.NoError(t, tpl.Resources[name].Decode(&a))
+		seen[a.MetricName] = true
+		if a.Namespace == "Outflow" {
+			require.Contains(t, emitted, a.MetricName, name)
+		}
+	}
+	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge"} {
+		require.True(t, seen[m], "an alarm on %s", m)
+	}
+}
+
+func TestLoad_RejectsUnknownOverride(t *testing.T) {
+	t.Parallel()
+	_, err := stack.Load(templatePath, map[string]string{"Nope": "1"})
+	require.ErrorContains(t, err, `unknown parameter "Nope"`)
+}

@@ -1,0 +1,99 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// Summary is what one invocation did, as returned by the functions, logged,
+// and emitted as metrics.
+type Summary struct {
+	Function       string `json:"function"`
+	Claimed        int    `json:"claimed"`
+	Delivered      int    `json:"delivered"`
+	Retried        int    `json:"retried"`
+	DeadLettered   int    `json:"dead_lettered"`
+	Released       int    `json:"released"`
+	Expired        int    `json:"expired"`
+	Skipped        int    `json:"skipped"`
+	Conflicts      int    `json:"conflicts"`
+	Errors         int    `json:"errors"`
+	OldestDueAgeMs int64  `json:"oldest_due_age_ms"`
+	DurationMs     int64  `json:"duration_ms"`
+	Stopped        string `json:"stopped,omitempty"`
+	// Records counts stream records a wake received; Ignored those it
+	// could not use (not an insert, not pending, unreadable, not due).
+	Records int `json:"records,omitempty"`
+	Ignored int `json:"ignored,omitempty"`
+}
+
+// NewSummary summarises an engine result for the named function.
+func NewSummary(function string, r outbox.Result) Summary {
+	return Summary{
+		Function: function, Claimed: r.Claimed, Delivered: r.Delivered, Retried: r.Retried,
+		DeadLettered: r.DeadLettered + r.Expired, Released: r.Released, Expired: r.Expired,
+		Skipped: r.Skipped, Conflicts: r.Conflicts, Errors: r.Errors,
+		OldestDueAgeMs: r.OldestDueAge.Milliseconds(), DurationMs: r.Duration.Milliseconds(), Stopped: r.Stopped,
+	}
+}
+
+// metric is one EMF metric: its name, unit and value in a Summary.
+type metric struct {
+	name, unit string
+	value      func(Summary) int64
+}
+
+var metrics = []metric{
+	{"Claimed", "Count", func(s Summary) int64 { return int64(s.Claimed) }},
+	{"Delivered", "Count", func(s Summary) int64 { return int64(s.Delivered) }},
+	{"Retried", "Count", func(s Summary) int64 { return int64(s.Retried) }},
+	{"DeadLettered", "Count", func(s Summary) int64 { return int64(s.DeadLettered) }},
+	{"Released", "Count", func(s Summary) int64 { return int64(s.Released) }},
+	{"Conflicts", "Count", func(s Summary) int64 { return int64(s.Conflicts) }},
+	{"Errors", "Count", func(s Summary) int64 { return int64(s.Errors) }},
+	{"OldestDueAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestDueAgeMs }},
+	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
+}
+
+// MetricNames lists the metrics WriteEMF emits, for alarms and tests.
+func MetricNames() []string {
+	names := make([]string, len(metrics))
+	for i, m := range metrics {
+		names[i] = m.name
+	}
+	return names
+}
+
+// WriteEMF writes s as one CloudWatch Embedded Metric Format line to w, in
+// namespace, with the table as the only dimension so alarms see the sweep
+// and the wake together. DeadLettered includes expired rows.
+func WriteEMF(w io.Writer, namespace, table string, at time.Time, s Summary) error {
+	type metricDef struct {
+		Name string `json:"Name"`
+		Unit string `json:"Unit"`
+	}
+	defs := make([]metricDef, len(metrics))
+	doc := map[string]any{"Table": table, "Function": s.Function}
+	for i, m := range metrics {
+		defs[i] = metricDef{Name: m.name, Unit: m.unit}
+		doc[m.name] = m.value(s)
+	}
+	doc["_aws"] = map[string]any{
+		"Timestamp": at.UnixMilli(),
+		"CloudWatchMetrics": []map[string]any{{
+			"Namespace":  namespace,
+			"Dimensions": [][]string{{"Table"}},
+			"Metrics":    defs,
+		}},
+	}
+	line, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode metrics: %w", err)
+	}
+	_, err = w.Write(append(line, '\n'))
+	return err
+}
