@@ -6,6 +6,13 @@ PYTHON       ?= python3
 VENV         := .venv
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN          := bin
+TOOLS        := $(abspath $(BIN)/tools)
+RIE_VERSION  := v0.0.0-20261030222936-bef5c4ba774d
+FUNCTIONS    := sweep wake
+# Small static binaries: no cgo, no symbol table, no RPC mode (provided.al2023
+# speaks the runtime API only).
+GOBUILD      := CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -tags lambda.norpc
+export SAM_CLI_TELEMETRY := 0
 
 .DEFAULT_GOAL := help
 
@@ -21,8 +28,14 @@ $(VENV)/.installed: requirements-tools.txt
 .PHONY: venv
 venv: $(VENV)/.installed ## Install the pinned Python tools (moto server) into .venv.
 
+$(TOOLS)/aws-lambda-rie:
+	GOBIN=$(TOOLS) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+.PHONY: tools
+tools: $(TOOLS)/aws-lambda-rie ## Install the pinned Lambda Runtime Interface Emulator into bin/tools.
+
 .PHONY: test
-test: venv ## Run every test: unit tests and integration tests against a moto server the tests start.
+test: venv tools ## Run every test: unit tests and integration tests against a moto server the tests start.
 	$(GO) test -count=1 -race ./...
 
 .PHONY: lint
@@ -32,9 +45,21 @@ lint: ## gofmt, go vet and staticcheck.
 	$(GO) run $(STATICCHECK) ./...
 
 .PHONY: build
-build: ## Build the CLI for this machine.
-	$(GO) build -o $(BIN)/outflow ./cmd/outflow
+build: ## Build both bootstraps for linux/arm64 (deploy) and for this machine (local runs).
+	@for f in $(FUNCTIONS); do \
+		GOOS=linux GOARCH=arm64 $(GOBUILD) -o $(BIN)/arm64/$$f/bootstrap ./functions/$$f && \
+		$(GOBUILD) -o $(BIN)/host/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+	@ls -l $(BIN)/arm64/*/bootstrap $(BIN)/host/*/bootstrap
+
+.PHONY: validate
+validate: venv ## Lint the SAM template with sam validate --lint.
+	$(VENV)/bin/sam validate --lint --region us-east-1
+
+.PHONY: sam-build
+sam-build: venv ## sam build, with the same small-binary flags as make build.
+	GOFLAGS="-trimpath -ldflags=-s -tags=lambda.norpc" CGO_ENABLED=0 $(VENV)/bin/sam build
 
 .PHONY: clean
-clean: ## Remove build output (keeps .venv).
-	rm -rf $(BIN)
+clean: ## Remove build output (keeps .venv and bin/tools).
+	rm -rf $(BIN)/arm64 $(BIN)/host .aws-sam

@@ -145,4 +145,6 @@ func matchOperator(op map[string]any, values []any, present bool) bool {
 	return false
 }
 
-func equal(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) && fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b) }
+func equal(a, b any) bool {
+	return fmt.Sprint(a) == fmt.Sprint(b) && fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b)
+}

@@ -15,9 +15,9 @@ type Table struct {
 	KeySchema            []types.KeySchemaElement
 	// GlobalSecondaryIndexes decode into the SDK type: CloudFormation and
 	// the API name these fields alike.
-	GlobalSecondaryIndexes []types.GlobalSecondaryIndex
-	StreamSpecification    struct{ StreamViewType types.StreamViewType }
-	SSESpecification       struct{ SSEEnabled bool }
+	GlobalSecondaryIndexes  []types.GlobalSecondaryIndex
+	StreamSpecification     struct{ StreamViewType types.StreamViewType }
+	SSESpecification        struct{ SSEEnabled bool }
 	TimeToLiveSpecification struct {
 		AttributeName string
 		Enabled       bool

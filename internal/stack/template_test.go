@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +293,21 @@ func TestLoad_RejectsUnknownOverride(t *testing.T) {
 	t.Parallel()
 	_, err := stack.Load(templatePath, map[string]string{"Nope": "1"})
 	require.ErrorContains(t, err, `unknown parameter "Nope"`)
+}
+
+func TestReadme_DocumentsEveryVariableParameterAndAlarm(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	text := string(readme)
+	for _, v := range config.Vars {
+		require.Contains(t, text, "| `"+v.Name+"` |", "README config table lists %s", v.Name)
+	}
+	tpl := load(t, nil)
+	for name := range tpl.Parameters {
+		require.Contains(t, text, "| `"+name+"` |", "README explains parameter %s", name)
+	}
+	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
+		require.Contains(t, text, "| `"+name+"` |", "README explains alarm %s", name)
+	}
 }

@@ -1,0 +1,49 @@
+package handler_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/handler"
+)
+
+func TestDueInserts_PicksPendingDueInsertsAndSaysWhyNotForTheRest(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(10_000)
+	tests := []struct {
+		name, record string
+		wantKey      string
+		wantReason   string
+	}{
+		{"due insert", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"10000"}}}}`, "a", ""},
+		{"modify", `{"eventName":"MODIFY","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"1"}}}}`, "", "not an insert: MODIFY"},
+		{"remove", `{"eventName":"REMOVE"}`, "", "not an insert: REMOVE"},
+		{"not due", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"10001"}}}}`, "", "not due yet"},
+		{"claimed", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"claimed"},"due_at":{"N":"1"}}}}`, "", "status is not pending"},
+		{"numeric key", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"N":"1"},"status":{"S":"pending"},"due_at":{"N":"1"}}}}`, "", "no string pk in the new image"},
+		{"no image", `{"eventName":"INSERT","dynamodb":{}}`, "", "no string pk in the new image"},
+		{"status as number", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"N":"1"},"due_at":{"N":"1"}}}}`, "", "status is not pending"},
+		{"due as string", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"S":"soon"}}}}`, "", "no numeric due_at in the new image"},
+		{"due fractional", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"1.5"}}}}`, "", "due_at is not an integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rec events.DynamoDBEventRecord
+			require.NoError(t, json.Unmarshal([]byte(tt.record), &rec))
+			rec.EventID = "id-1"
+			keys, ignored := handler.DueInserts(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}}, now)
+			if tt.wantKey != "" {
+				require.Equal(t, []string{tt.wantKey}, keys)
+				require.Empty(t, ignored)
+				return
+			}
+			require.Empty(t, keys)
+			require.Equal(t, []handler.Ignored{{EventID: "id-1", Reason: tt.wantReason}}, ignored)
+		})
+	}
+}

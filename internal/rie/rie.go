@@ -1,0 +1,139 @@
+// Package rie runs a built Lambda bootstrap under the AWS Lambda Runtime
+// Interface Emulator — the same runtime API sam local uses — on the host,
+// and invokes it over HTTP.
+package rie
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Emulator is one running emulator with its bootstrap.
+type Emulator struct {
+	// URL is the invoke endpoint.
+	URL string
+	cmd *exec.Cmd
+}
+
+// Path finds aws-lambda-rie: $OUTFLOW_RIE, else bin/tools/aws-lambda-rie in
+// the module root above the working directory (where make tools puts it).
+func Path() (string, error) {
+	if p := os.Getenv("OUTFLOW_RIE"); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "bin", "tools", "aws-lambda-rie")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", errors.New("aws-lambda-rie not found: run `make tools` (make test depends on it)")
+}
+
+// Start runs bootstrap under the emulator with env (plus PATH) on free
+// loopback ports, with logs to logs (nil discards). The emulator starts
+// the bootstrap on the first invoke, so init time is part of that call.
+func Start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator, error) {
+	invokePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	apiPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(rieBinary,
+		"--runtime-interface-emulator-address", "127.0.0.1:"+invokePort,
+		"--runtime-api-address", "127.0.0.1:"+apiPort,
+		bootstrap)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", rieBinary, err)
+	}
+	e := &Emulator{URL: "http://127.0.0.1:" + invokePort + "/2015-03-31/functions/function/invocations", cmd: cmd}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+invokePort, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return e, nil
+		}
+		if time.Now().After(deadline) {
+			e.Stop()
+			return nil, fmt.Errorf("emulator did not listen on %s: %w", invokePort, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Invoke sends payload and returns the function's response body. A
+// function error comes back as an error with the body.
+func (e *Emulator) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("invoke: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
+		return body, fmt.Errorf("function error (HTTP %d): %s", resp.StatusCode, body)
+	}
+	return body, nil
+}
+
+// Stop ends the emulator and the bootstrap it runs.
+func (e *Emulator) Stop() {
+	if e.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port, nil
+}
