@@ -4,7 +4,6 @@
 package streams
 
 import (
-
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
@@ -80,4 +79,3 @@ func value(v types.AttributeValue) events.DynamoDBAttributeValue {
 	}
 	return events.NewNullAttribute()
 }
-
