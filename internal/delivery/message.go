@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,15 +35,39 @@ const (
 	MaxMessageBytes = 256 * 1024
 )
 
-// errTooManyAttributes is returned for rows whose attributes, with
-// Outflow's own, exceed MaxAttributes.
-var errTooManyAttributes = errors.New("too many message attributes")
+// Errors for rows SQS would refuse; each is wrapped with the detail.
+var (
+	ErrEmptyPayload      = errors.New("empty payload")
+	ErrTooManyAttributes = errors.New("too many message attributes")
+	ErrAttributeName     = errors.New("invalid message attribute name")
+	ErrAttributeValue    = errors.New("invalid message attribute value")
+	ErrGroupRequired     = errors.New("a FIFO queue needs a message group")
+	ErrInvalidID         = errors.New("invalid FIFO group or deduplication id")
+	ErrTooLarge          = errors.New("message too large")
+)
+
+// Validate reports why SQS would refuse row, if it would: the checks the
+// deliverer applies before sending, for producers to apply at staging.
+// maxBytes 0 means MaxMessageBytes.
+func Validate(row outbox.Row, fifo bool, maxBytes int) error {
+	if maxBytes <= 0 {
+		maxBytes = MaxMessageBytes
+	}
+	_, size, err := entry("0", row, fifo)
+	if err != nil {
+		return err
+	}
+	if size > maxBytes {
+		return fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, size, maxBytes)
+	}
+	return nil
+}
 
 // entry builds the batch entry for a row and returns its size as SQS
 // counts it.
 func entry(id string, row outbox.Row, fifo bool) (types.SendMessageBatchRequestEntry, int, error) {
 	if len(row.Payload) == 0 {
-		return types.SendMessageBatchRequestEntry{}, 0, errors.New("empty payload: SQS needs a message body of at least one character")
+		return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: SQS needs a message body of at least one character", ErrEmptyPayload)
 	}
 	body, binary := Body(row.Payload)
 	attrs := map[string]types.MessageAttributeValue{
@@ -53,10 +78,16 @@ func entry(id string, row outbox.Row, fifo bool) (types.SendMessageBatchRequestE
 		attrs[AttrEncoding] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("base64")}
 	}
 	for k, v := range row.Attributes {
+		if err := attributeName(k); err != nil {
+			return types.SendMessageBatchRequestEntry{}, 0, err
+		}
+		if !sqsText([]byte(v)) {
+			return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: %q must be non-empty text of characters SQS allows", ErrAttributeValue, k)
+		}
 		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	if len(attrs) > MaxAttributes {
-		return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: %d with Outflow's own, SQS allows %d", errTooManyAttributes, len(attrs), MaxAttributes)
+		return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: %d with Outflow's own, SQS allows %d", ErrTooManyAttributes, len(attrs), MaxAttributes)
 	}
 	size := len(body)
 	for k, v := range attrs {
@@ -65,7 +96,13 @@ func entry(id string, row outbox.Row, fifo bool) (types.SendMessageBatchRequestE
 	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body), MessageAttributes: attrs}
 	if fifo {
 		if row.Group == "" {
-			return e, size, errors.New("a FIFO queue needs a message group, and the row has none")
+			return e, size, fmt.Errorf("%w, and the row has none", ErrGroupRequired)
+		}
+		if !fifoID(row.Group) {
+			return e, size, fmt.Errorf("%w: group %q must be 1-128 ASCII letters, digits or punctuation", ErrInvalidID, row.Group)
+		}
+		if !fifoID(row.Key) {
+			return e, size, fmt.Errorf("%w: key %q must be 1-128 ASCII letters, digits or punctuation to be a deduplication id", ErrInvalidID, row.Key)
 		}
 		e.MessageGroupId = aws.String(row.Group)
 		e.MessageDeduplicationId = aws.String(row.Key)
@@ -96,6 +133,43 @@ func sqsText(p []byte) bool {
 		case r >= 0xE000 && r <= 0xFFFD:
 		case r >= 0x10000 && r <= 0x10FFFF:
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// attributeName checks SQS's rules for message attribute names, and keeps
+// the outflow. prefix for Outflow's own.
+func attributeName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %q %s", ErrAttributeName, name, why) }
+	lower := strings.ToLower(name)
+	switch {
+	case name == "" || len(name) > 256:
+		return bad("must be 1-256 characters")
+	case strings.HasPrefix(lower, "outflow."):
+		return bad("uses the reserved outflow. prefix")
+	case strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon."):
+		return bad("uses a prefix reserved by AWS")
+	case strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, ".."):
+		return bad("may not start or end with a period or hold two in a row")
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return bad("may hold only letters, digits, underscores, hyphens and periods")
+		}
+	}
+	return nil
+}
+
+// fifoID reports whether s is a valid FIFO message group or deduplication
+// id: 1-128 printable ASCII characters without spaces.
+func fifoID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '!' || s[i] > '~' {
 			return false
 		}
 	}

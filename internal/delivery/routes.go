@@ -27,6 +27,9 @@ func ParseRoutes(s string) (Routes, error) {
 		if u, err := url.Parse(raw); err != nil || !u.IsAbs() || u.Host == "" {
 			return nil, fmt.Errorf("route %q: %q is not an absolute queue URL", name, raw)
 		}
+		if IsFIFO(raw) != strings.HasSuffix(name, ".fifo") {
+			return nil, fmt.Errorf("route %q: a route name ends in .fifo exactly when its queue is FIFO, so producers know to set a group", name)
+		}
 		if _, dup := routes[name]; dup {
 			return nil, fmt.Errorf("route %q: given twice", name)
 		}

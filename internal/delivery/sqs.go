@@ -66,7 +66,7 @@ func (s *SQS) Deliver(ctx context.Context, queue string, rows []outbox.Row) []er
 			errs[i] = outbox.Permanent(err)
 			continue
 		case size > s.maxBytes:
-			errs[i] = outbox.Permanent(fmt.Errorf("message is %d bytes, over the %d-byte limit", size, s.maxBytes))
+			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, size, s.maxBytes))
 			continue
 		}
 		if len(batch) == MaxBatchEntries || bytes+size > s.maxBytes {

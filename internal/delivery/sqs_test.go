@@ -49,7 +49,7 @@ func rows(n, size int) []outbox.Row {
 	return out
 }
 
-var routes = delivery.Routes{"q": "https://sqs.us-east-1.amazonaws.com/123456789012/q", "f": "https://sqs.us-east-1.amazonaws.com/123456789012/f.fifo"}
+var routes = delivery.Routes{"q": "https://sqs.us-east-1.amazonaws.com/123456789012/q", "f.fifo": "https://sqs.us-east-1.amazonaws.com/123456789012/f.fifo"}
 
 func TestDeliver_SplitsBatchesByCountAndSize(t *testing.T) {
 	t.Parallel()
@@ -95,7 +95,7 @@ func TestDeliver_RefusesRowsSQSWouldRejectAsPermanent(t *testing.T) {
 		{"no route", "nowhere", outbox.Row{Key: "k", Payload: []byte("x")}, `no route for queue "nowhere"`},
 		{"too large", "q", outbox.Row{Key: "k", Payload: []byte(strings.Repeat("x", delivery.MaxMessageBytes))}, "over the 262144-byte limit"},
 		{"too many attributes", "q", outbox.Row{Key: "k", Payload: []byte("x"), Attributes: many}, "too many message attributes: 11"},
-		{"fifo without group", "f", outbox.Row{Key: "k", Payload: []byte("x")}, "needs a message group"},
+		{"fifo without group", "f.fifo", outbox.Row{Key: "k", Payload: []byte("x")}, "needs a message group"},
 		{"empty payload", "q", outbox.Row{Key: "k"}, "empty payload"},
 	}
 	for _, tt := range tests {
@@ -146,7 +146,7 @@ func TestDeliver_SetsAttributesAndFIFOFields(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	row := outbox.Row{Key: "k1", Payload: []byte{0xff}, Attempt: 3, Group: "g", Attributes: map[string]string{"type": "created"}}
-	require.NoError(t, delivery.New(rec, routes, 0).Deliver(context.Background(), "f", []outbox.Row{row})[0])
+	require.NoError(t, delivery.New(rec, routes, 0).Deliver(context.Background(), "f.fifo", []outbox.Row{row})[0])
 	e := rec.calls[0].Entries[0]
 	require.Equal(t, "/w==", aws.ToString(e.MessageBody))
 	require.Equal(t, "base64", aws.ToString(e.MessageAttributes[delivery.AttrEncoding].StringValue))
@@ -182,10 +182,10 @@ func TestBody_KeepsSQSTextAndEncodesTheRest(t *testing.T) {
 
 func TestParseRoutes(t *testing.T) {
 	t.Parallel()
-	got, err := delivery.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events=https://sqs.eu-west-1.amazonaws.com/1/events.fifo")
+	got, err := delivery.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events.fifo=https://sqs.eu-west-1.amazonaws.com/1/events.fifo")
 	require.NoError(t, err)
-	require.Equal(t, delivery.Routes{"orders": "http://localhost:4566/000000000000/orders", "events": "https://sqs.eu-west-1.amazonaws.com/1/events.fifo"}, got)
-	require.True(t, delivery.IsFIFO(got["events"]))
+	require.Equal(t, delivery.Routes{"orders": "http://localhost:4566/000000000000/orders", "events.fifo": "https://sqs.eu-west-1.amazonaws.com/1/events.fifo"}, got)
+	require.True(t, delivery.IsFIFO(got["events.fifo"]))
 	back, err := delivery.ParseRoutes(got.String())
 	require.NoError(t, err)
 	require.Equal(t, got, back)
@@ -195,6 +195,8 @@ func TestParseRoutes(t *testing.T) {
 		"=http://x/q":               "want name=url",
 		"orders=not a url":          "is not an absolute queue URL",
 		"a=http://x/q,a=http://x/r": "given twice",
+		"events=http://x/q.fifo":    "ends in .fifo exactly when its queue is FIFO",
+		"events.fifo=http://x/q":    "ends in .fifo exactly when its queue is FIFO",
 	} {
 		_, err := delivery.ParseRoutes(in)
 		require.ErrorContains(t, err, want, in)
@@ -204,7 +206,7 @@ func TestParseRoutes(t *testing.T) {
 func TestDeliver_AgainstSQS_LargeBatchesAndFIFOArrive(t *testing.T) {
 	t.Parallel()
 	std, fifo := awstest.NewQueue(t, false), awstest.NewQueue(t, true)
-	d := delivery.New(awstest.SQS(t), delivery.Routes{"std": std, "fifo": fifo}, 0)
+	d := delivery.New(awstest.SQS(t), delivery.Routes{"std": std, "fifo.fifo": fifo}, 0)
 	big := rows(7, 100*1024)
 	for _, err := range d.Deliver(context.Background(), "std", big) {
 		require.NoError(t, err)
@@ -215,7 +217,7 @@ func TestDeliver_AgainstSQS_LargeBatchesAndFIFOArrive(t *testing.T) {
 	for i := range ordered {
 		ordered[i].Group = "g"
 	}
-	for _, err := range d.Deliver(context.Background(), "fifo", ordered) {
+	for _, err := range d.Deliver(context.Background(), "fifo.fifo", ordered) {
 		require.NoError(t, err)
 	}
 	got := awstest.Receive(t, fifo, len(ordered), 20*time.Second)

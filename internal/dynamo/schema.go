@@ -67,8 +67,9 @@ type Schema struct {
 //
 // The due index holds only pending and claimed rows (shard and due_at are
 // removed on settle), sharded so no index partition nears DynamoDB's
-// per-partition write ceiling. It projects created_at, which never changes,
-// so a claim — which leaves both index keys alone — costs no index write.
+// per-partition write ceiling. It projects created_at and queue, which
+// never change after staging, so a claim — which leaves both index keys
+// alone — costs no index write.
 // The dead index holds only failed rows, by queue and failure time.
 var Table = Schema{
 	PartitionKey: AttrKey,
@@ -80,7 +81,7 @@ var Table = Schema{
 		AttrFailedAt:  types.ScalarAttributeTypeN,
 	},
 	Indexes: []Index{
-		{Name: DueIndex, PartitionKey: AttrShard, SortKey: AttrDueAt, NonKeyAttributes: []string{AttrCreatedAt}},
+		{Name: DueIndex, PartitionKey: AttrShard, SortKey: AttrDueAt, NonKeyAttributes: []string{AttrCreatedAt, AttrQueue}},
 		{Name: DeadIndex, PartitionKey: AttrDeadQueue, SortKey: AttrFailedAt, NonKeyAttributes: []string{AttrAttempt, AttrLastError}},
 	},
 	StreamView:   types.StreamViewTypeNewImage,

@@ -1,0 +1,18 @@
+// Package outflow is how applications stage outbox rows for Outflow to
+// deliver to SQS.
+//
+// Build a Row, then either Put it on its own, or add TransactItem(row) to the
+// TransactWriteItems that also writes your business data, so the message is
+// sent if and only if your write commits:
+//
+//	p, err := outflow.NewProducer(dynamodbClient, outflow.Config{Table: "outbox"})
+//	item, err := p.TransactItem(outflow.Row{Queue: "orders", Payload: body})
+//	_, err = dynamodbClient.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+//		TransactItems: []types.TransactWriteItem{orderPut, item},
+//	})
+//
+// Every row is validated here, at the edge, against what SQS will accept,
+// so a bad row is an error for its producer rather than a dead letter
+// later. Delivery is at least once: consumers drop duplicates by the
+// outflow.key message attribute, which is the row's Key.
+package outflow

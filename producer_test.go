@@ -1,0 +1,168 @@
+package outflow_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+func TestRowValidate_EachBadInputGetsItsOwnError(t *testing.T) {
+	t.Parallel()
+	attrs := func(n int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[string(rune('a'+i))] = "v"
+		}
+		return m
+	}
+	ok := outflow.Row{Queue: "orders", Payload: []byte(`{"id":1}`)}
+	tests := []struct {
+		name   string
+		mutate func(*outflow.Row)
+		want   error
+		detail string
+	}{
+		{"empty queue", func(r *outflow.Row) { r.Queue = " " }, outflow.ErrEmptyQueue, ""},
+		{"key with space", func(r *outflow.Row) { r.Key = "order 1" }, outflow.ErrInvalidKey, "printable ASCII"},
+		{"key too long", func(r *outflow.Row) { r.Key = strings.Repeat("k", 129) }, outflow.ErrInvalidKey, ""},
+		{"empty payload", func(r *outflow.Row) { r.Payload = nil }, outflow.ErrEmptyPayload, ""},
+		{"payload too large", func(r *outflow.Row) { r.Payload = make([]byte, 256*1024) }, outflow.ErrPayloadTooLarge, "over the 262144-byte limit"},
+		{"binary payload grows past the limit", func(r *outflow.Row) { r.Payload = append([]byte{0xff}, make([]byte, 200*1024)...) }, outflow.ErrPayloadTooLarge, ""},
+		{"nine attributes", func(r *outflow.Row) { r.Attributes = attrs(9) }, outflow.ErrTooManyAttributes, "at most 8"},
+		{"eight attributes and a binary payload", func(r *outflow.Row) { r.Attributes, r.Payload = attrs(8), []byte{0} }, outflow.ErrTooManyAttributes, "SQS allows 10"},
+		{"attribute name reserved", func(r *outflow.Row) { r.Attributes = map[string]string{"outflow.key": "x"} }, outflow.ErrAttributeName, "reserved outflow. prefix"},
+		{"attribute name AWS", func(r *outflow.Row) { r.Attributes = map[string]string{"AWS.trace": "x"} }, outflow.ErrAttributeName, "reserved by AWS"},
+		{"attribute name with space", func(r *outflow.Row) { r.Attributes = map[string]string{"my attr": "x"} }, outflow.ErrAttributeName, "letters, digits"},
+		{"attribute name double period", func(r *outflow.Row) { r.Attributes = map[string]string{"a..b": "x"} }, outflow.ErrAttributeName, "period"},
+		{"attribute value empty", func(r *outflow.Row) { r.Attributes = map[string]string{"type": ""} }, outflow.ErrAttributeValue, ""},
+		{"fifo without group", func(r *outflow.Row) { r.Queue = "events.fifo" }, outflow.ErrGroupRequired, ""},
+		{"fifo group with space", func(r *outflow.Row) { r.Queue, r.Group = "events.fifo", "tenant 1" }, outflow.ErrInvalidGroup, ""},
+	}
+	require.NoError(t, ok.Validate(0))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := ok
+			tt.mutate(&r)
+			err := r.Validate(0)
+			require.ErrorIs(t, err, tt.want)
+			require.ErrorContains(t, err, tt.detail)
+		})
+	}
+	valid := []outflow.Row{
+		{Queue: "events.fifo", Group: "tenant-1", Payload: []byte("x")},
+		{Queue: "orders", Payload: []byte("x"), Attributes: attrs(8)},
+		{Queue: "orders", Payload: []byte{0, 1, 2}, Attributes: attrs(7)},
+		{Queue: "orders", Payload: []byte("x"), NotBefore: time.Now().Add(time.Hour), Key: "order-42:v1"},
+	}
+	for _, r := range valid {
+		require.NoError(t, r.Validate(0))
+	}
+}
+
+func newProducer(t *testing.T) (*outflow.Producer, *dynamo.Store, string) {
+	t.Helper()
+	table := awstest.NewTable(t)
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Shards: 4})
+	require.NoError(t, err)
+	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 4})
+	require.NoError(t, err)
+	return p, store, table
+}
+
+func TestPut_IsIdempotentForTheSameContentOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, _ := newProducer(t)
+	row := outflow.Row{Key: "order-1", Queue: "orders", Payload: []byte(`{"id":1}`), Attributes: map[string]string{"type": "created"}}
+
+	keys, err := p.Put(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, []string{"order-1"}, keys)
+	_, err = p.Put(ctx, row)
+	require.NoError(t, err, "the same row again is not an error")
+
+	changed := row
+	changed.Payload = []byte(`{"id":2}`)
+	_, err = p.Put(ctx, changed)
+	require.ErrorIs(t, err, outflow.ErrKeyConflict)
+
+	got, err := store.Get(ctx, "order-1")
+	require.NoError(t, err)
+	require.Equal(t, []byte(`{"id":1}`), got.Payload, "the first content stands")
+	require.Equal(t, outbox.StatusPending, got.Status)
+}
+
+func TestPut_GeneratesKeysAndReportsEachBadRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, _ := newProducer(t)
+	keys, err := p.Put(ctx,
+		outflow.Row{Queue: "orders", Payload: []byte("a")},
+		outflow.Row{Queue: "", Payload: []byte("b")},
+		outflow.Row{Queue: "orders", Payload: []byte("c")},
+	)
+	require.ErrorIs(t, err, outflow.ErrEmptyQueue)
+	require.ErrorContains(t, err, "row 1")
+	require.Len(t, keys[0], 26, "a ULID")
+	require.Empty(t, keys[1])
+	require.NotEqual(t, keys[0], keys[2])
+	for _, k := range []string{keys[0], keys[2]} {
+		got, err := store.Get(ctx, k)
+		require.NoError(t, err)
+		require.NotNil(t, got, "good rows are staged despite the bad one")
+	}
+}
+
+func TestTransactItem_CommitsAndRollsBackWithTheBusinessWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, table := newProducer(t)
+	client := awstest.DynamoDB(t)
+	business := func(key string, cond *string) types.TransactWriteItem {
+		// The business row lives in the same table here for brevity; any
+		// table in the account works the same way.
+		return types.TransactWriteItem{Put: &types.Put{
+			TableName:           aws.String(table),
+			Item:                map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}, "kind": &types.AttributeValueMemberS{Value: "order"}},
+			ConditionExpression: cond,
+		}}
+	}
+
+	item, err := p.TransactItem(outflow.Row{Key: "msg-1", Queue: "orders", Payload: []byte("placed")})
+	require.NoError(t, err)
+	_, err = client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{business("order#1", nil), item}})
+	require.NoError(t, err)
+	got, err := store.Get(ctx, "msg-1")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, got.Status, "committed together")
+
+	item, err = p.TransactItem(outflow.Row{Key: "msg-2", Queue: "orders", Payload: []byte("placed again")})
+	require.NoError(t, err)
+	_, err = client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		business("order#1", aws.String("attribute_not_exists(pk)")), item,
+	}})
+	var canceled *types.TransactionCanceledException
+	require.True(t, errors.As(err, &canceled), "got %v", err)
+	got, err = store.Get(ctx, "msg-2")
+	require.NoError(t, err)
+	require.Nil(t, got, "the outbox row rolled back with the business write")
+
+	_, err = p.TransactItem(outflow.Row{Queue: "events.fifo", Payload: []byte("x")})
+	require.ErrorIs(t, err, outflow.ErrGroupRequired)
+}
