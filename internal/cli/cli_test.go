@@ -1,0 +1,309 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/cli"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// env is a table and an "orders" queue, and the command environment for them.
+type env struct {
+	table, orders string
+	vars          map[string]string
+	store         *dynamo.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{table: awstest.NewTable(t), orders: awstest.NewQueue(t, false)}
+	e.vars = map[string]string{
+		"OUTFLOW_TABLE":    e.table,
+		"AWS_ENDPOINT_URL": awstest.Endpoint(),
+		"AWS_REGION":       "us-east-1",
+		"OUTFLOW_ROUTES":   "orders=" + e.orders,
+	}
+	var err error
+	e.store, err = dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: e.table, Shards: 4})
+	require.NoError(t, err)
+	return e
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (e *env) run(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Execute(context.Background(), args, &out, &errb, func(k string) string { return e.vars[k] })
+	return result{out.String(), errb.String(), code}
+}
+
+func (e *env) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	r := e.run(t, args...)
+	require.Equal(t, cli.ExitOK, r.code, "outflow %v: %s", args, r.stderr)
+	return r.stdout
+}
+
+// deadLetters stages n rows on a queue with no route and sweeps them into
+// dead letters.
+func (e *env) deadLetters(t *testing.T, queue string, n int) []string {
+	t.Helper()
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: e.table, Shards: 4})
+	require.NoError(t, err)
+	rows := make([]outflow.Row, n)
+	for i := range rows {
+		rows[i] = outflow.Row{Key: fmt.Sprintf("%s-%04d", queue, i), Queue: queue, Payload: []byte(`{"secret":"s3cr3t"}`)}
+	}
+	keys, err := p.Put(context.Background(), rows...)
+	require.NoError(t, err)
+	var sum struct{ DeadLettered int `json:"dead_lettered"` }
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json")), &sum))
+	require.Equal(t, n, sum.DeadLettered)
+	return keys
+}
+
+func (e *env) status(t *testing.T, key string) outbox.Status {
+	t.Helper()
+	row, err := e.store.Get(context.Background(), key)
+	require.NoError(t, err)
+	if row == nil {
+		return ""
+	}
+	return row.Status
+}
+
+func TestDeadList_ShowsNewestFirstAndParsesAsJSON(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.deadLetters(t, "ghost", 3)
+
+	table := e.ok(t, "dead", "list")
+	require.Contains(t, table, "KEY")
+	require.Contains(t, table, "ghost-0000")
+	require.Contains(t, table, `no route for queue "ghost"`)
+
+	var list []dynamo.DeadRef
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "list", "--output", "json", "--queue", "ghost")), &list))
+	require.Len(t, list, 3)
+	for i := 1; i < len(list); i++ {
+		require.False(t, list[i].FailedAt.After(list[i-1].FailedAt), "newest first")
+	}
+	require.Equal(t, 1, list[0].Attempt)
+
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "list", "--output", "json", "--limit", "2")), &list))
+	require.Len(t, list, 2)
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "list", "--output", "json", "--queue", "other")), &list))
+	require.Empty(t, list)
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "list", "--output", "json", "--since", "1h")), &list))
+	require.Len(t, list, 3)
+
+	r := e.run(t, "dead", "list", "--output", "yaml")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "--output must be table or json")
+	r = e.run(t, "dead", "list", "--table", "")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "no table")
+}
+
+func TestDeadShow_HidesThePayloadUnlessAsked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.deadLetters(t, "ghost", 1)
+
+	out := e.ok(t, "dead", "show", "ghost-0000")
+	require.Contains(t, out, "failed")
+	require.Contains(t, out, `no route for queue "ghost"`)
+	require.Contains(t, out, "(19 bytes; --payload to show)")
+	require.NotContains(t, out, "s3cr3t")
+
+	var shown map[string]any
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "show", "ghost-0000", "--output", "json")), &shown))
+	require.NotContains(t, shown, "payload")
+	require.Len(t, shown["errors"], 1)
+
+	require.Contains(t, e.ok(t, "dead", "show", "ghost-0000", "--payload"), `{"secret":"s3cr3t"}`)
+
+	r := e.run(t, "dead", "show", "nope")
+	require.Equal(t, cli.ExitError, r.code)
+	require.Contains(t, r.stderr, `no row with key "nope"`)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line")
+	require.Equal(t, cli.ExitUsage, e.run(t, "dead", "show").code)
+}
+
+func TestDeadRedrive_MovesOnlyFailedRowsAndDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.deadLetters(t, "ghost", 3)
+	_, err := e.store.Get(context.Background(), keys[0])
+	require.NoError(t, err)
+
+	out := e.ok(t, "dead", "redrive", "--all", "--dry-run")
+	require.Contains(t, out, "dry run: would redrive 3 row(s)")
+	require.Equal(t, outbox.StatusFailed, e.status(t, keys[0]))
+
+	out = e.ok(t, "dead", "redrive", keys[0], "missing-key")
+	require.Contains(t, out, "redriven 1, skipped 1")
+	require.Equal(t, outbox.StatusPending, e.status(t, keys[0]))
+
+	var res struct{ Done, Skipped int }
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "redrive", "--queue", "ghost", "--output", "json")), &res))
+	require.Equal(t, 2, res.Done)
+
+	r := e.run(t, "dead", "redrive")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "name the rows")
+	require.Equal(t, cli.ExitUsage, e.run(t, "dead", "redrive", "k", "--all").code)
+}
+
+func TestDeadRedrive_AThousandDeadLettersAllGoOutOnTheNextSweep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	routes := e.vars["OUTFLOW_ROUTES"]
+	e.vars["OUTFLOW_ROUTES"] = "other=" + e.orders // "orders" has no route yet
+	e.deadLetters(t, "orders", 1000)
+	e.vars["OUTFLOW_ROUTES"] = routes
+
+	r := e.run(t, "dead", "redrive", "--all")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "redriven 1000, skipped 0")
+	require.Contains(t, r.stderr, "1000/1000", "a progress bar")
+
+	var sum struct {
+		Delivered int `json:"delivered"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json")), &sum))
+	require.Equal(t, 1000, sum.Delivered)
+	attrs, err := awstest.SQS(t).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(e.orders), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "1000", attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	var list []dynamo.DeadRef
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "list", "--output", "json", "--limit", "0")), &list))
+	require.Empty(t, list)
+}
+
+func TestDeadPurge_RefusesWithoutYesAndDeletesOnlyDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	keys := e.deadLetters(t, "ghost", 2)
+	live := e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "live", "--delay", "1h")
+	require.Contains(t, live, "staged live")
+
+	r := e.run(t, "dead", "purge", "--all")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "--yes")
+	require.Equal(t, outbox.StatusFailed, e.status(t, keys[0]), "nothing changed")
+	require.Equal(t, outbox.StatusFailed, e.status(t, keys[1]))
+
+	r = e.run(t, "dead", "purge", "--queue", "ghost", "--older-than", "1h", "--yes")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "purged 0", "none is that old")
+
+	out := e.ok(t, "dead", "purge", keys[0], "live", "--yes")
+	require.Contains(t, out, "purged 1, skipped 1")
+	require.Equal(t, outbox.Status(""), e.status(t, keys[0]))
+	require.Equal(t, outbox.StatusPending, e.status(t, "live"), "a pending row is never purged")
+
+	require.Contains(t, e.ok(t, "dead", "purge", "--all", "--yes"), "purged 1")
+}
+
+func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var res struct{ Key, Queue string }
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "enqueue", "--queue", "orders", "--body", `{"a":1}`, "--attr", "type=created", "--output", "json")), &res))
+	require.Len(t, res.Key, 26)
+	row, err := e.store.Get(context.Background(), res.Key)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"type": "created"}, row.Attributes)
+
+	f := t.TempDir() + "/body.bin"
+	require.NoError(t, os.WriteFile(f, []byte{0, 1, 2}, 0o600))
+	e.ok(t, "enqueue", "--queue", "events.fifo", "--body-file", f, "--group", "g1", "--key", "fifo-1")
+	row, err = e.store.Get(context.Background(), "fifo-1")
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 1, 2}, row.Payload)
+
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"enqueue", "--body", "x"}, cli.ExitUsage, `required flag(s) "queue" not set`},
+		{[]string{"enqueue", "--queue", "orders"}, cli.ExitUsage, "exactly one of --body and --body-file"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--attr", "novalue"}, cli.ExitUsage, "want name=value"},
+		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x"}, cli.ExitError, "FIFO queue needs a message group"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--key", "fifo-1"}, cli.ExitError, "key already staged with different content"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--delay", "soon"}, cli.ExitUsage, "invalid argument"},
+	} {
+		r := e.run(t, tt.args...)
+		require.Equal(t, tt.code, r.code, "%v: %s", tt.args, r.stderr)
+		require.Contains(t, r.stderr, tt.want, tt.args)
+	}
+}
+
+func TestStats_CountsPendingClaimedAndFailedFromTheIndexes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.deadLetters(t, "ghost", 2)
+	for i := range 3 {
+		e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "later-"+strconv.Itoa(i), "--delay", "1h")
+	}
+	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-1")
+	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-2")
+	_, err := e.store.Claim(context.Background(), "now-2", time.Now(), time.Minute, 8)
+	require.NoError(t, err)
+
+	var st struct {
+		Queues         map[string]dynamo.Counts
+		Shards         map[string]dynamo.Counts
+		Total          dynamo.Counts
+		OldestDueAgeMs int64 `json:"oldest_due_age_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "stats", "--output", "json")), &st))
+	require.Equal(t, dynamo.Counts{Pending: 4, Due: 1, Claimed: 1}, st.Queues["orders"])
+	require.Equal(t, dynamo.Counts{Failed: 2}, st.Queues["ghost"])
+	require.Equal(t, dynamo.Counts{Pending: 4, Due: 1, Claimed: 1, Failed: 2}, st.Total)
+	shardTotal := 0
+	for _, c := range st.Shards {
+		shardTotal += c.Pending + c.Claimed
+	}
+	require.Equal(t, 5, shardTotal)
+	require.GreaterOrEqual(t, st.OldestDueAgeMs, int64(0))
+
+	table := e.ok(t, "stats")
+	require.Contains(t, table, "QUEUE")
+	require.Contains(t, table, "SHARD")
+}
+
+func TestSweep_NeedsRoutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	delete(e.vars, "OUTFLOW_ROUTES")
+	r := e.run(t, "sweep")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "OUTFLOW_ROUTES is required")
+}

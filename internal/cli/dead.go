@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+func (a *app) deadCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dead",
+		Short: "Inspect, redrive and purge dead letters (rows Outflow could not deliver)",
+	}
+	cmd.AddCommand(a.deadListCommand(), a.deadShowCommand(), a.deadRedriveCommand(), a.deadPurgeCommand())
+	return cmd
+}
+
+func (a *app) deadListCommand() *cobra.Command {
+	var queue string
+	var since time.Duration
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters, newest first",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			op, err := a.operator(cmd.Context())
+			if err != nil {
+				return err
+			}
+			q := dynamo.DeadQuery{Queue: queue}
+			if since > 0 {
+				q.Since = a.now().Add(-since)
+			}
+			dead, err := op.ListDead(cmd.Context(), q, limit)
+			if err != nil {
+				return fmt.Errorf("list dead letters: %w", err)
+			}
+			if dead == nil {
+				dead = []dynamo.DeadRef{}
+			}
+			return a.emit(dead, func(w io.Writer) {
+				fmt.Fprintln(w, "KEY\tQUEUE\tATTEMPTS\tFAILED\tLAST ERROR")
+				for _, d := range dead {
+					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", d.Key, d.Queue, d.Attempt, when(d.FailedAt), shorten(d.LastError, 60))
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&queue, "queue", "", "only this queue")
+	cmd.Flags().DurationVar(&since, "since", 0, "only those failed within this long, e.g. 24h")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many (0: all)")
+	return cmd
+}
+
+// shownRow is a row as dead show prints it: the payload only on request.
+type shownRow struct {
+	Key          string                `json:"key"`
+	Queue        string                `json:"queue"`
+	Status       outbox.Status         `json:"status"`
+	Attempts     int                   `json:"attempts"`
+	Group        string                `json:"group,omitempty"`
+	Attributes   map[string]string     `json:"attributes,omitempty"`
+	CreatedAt    time.Time             `json:"created_at,omitzero"`
+	DueAt        time.Time             `json:"due_at,omitzero"`
+	FailedAt     time.Time             `json:"failed_at,omitzero"`
+	LastError    string                `json:"last_error,omitempty"`
+	Errors       []outbox.AttemptError `json:"errors"`
+	PayloadBytes int                   `json:"payload_bytes"`
+	Payload      *string               `json:"payload,omitempty"`
+	Encoding     string                `json:"payload_encoding,omitempty"`
+	Malformed    string                `json:"malformed,omitempty"`
+}
+
+func (a *app) deadShowCommand() *cobra.Command {
+	var payload bool
+	cmd := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show one row with its error history (the payload only with --payload)",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, keys []string) error {
+			op, err := a.operator(cmd.Context())
+			if err != nil {
+				return err
+			}
+			row, derr := op.Get(cmd.Context(), keys[0])
+			if row == nil && derr == nil {
+				return fmt.Errorf("no row with key %q in %s", keys[0], a.table)
+			}
+			if row == nil {
+				return fmt.Errorf("read %s: %w", keys[0], derr)
+			}
+			s := shownRow{
+				Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group,
+				Attributes: row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, FailedAt: row.FailedAt,
+				LastError: row.LastError, Errors: row.Errors, PayloadBytes: len(row.Payload),
+			}
+			if s.Errors == nil {
+				s.Errors = []outbox.AttemptError{}
+			}
+			if derr != nil {
+				s.Malformed = derr.Error()
+			}
+			if payload {
+				text, enc := string(row.Payload), ""
+				if !utf8.Valid(row.Payload) {
+					text, enc = base64.StdEncoding.EncodeToString(row.Payload), "base64"
+				}
+				s.Payload, s.Encoding = &text, enc
+			}
+			return a.emit(s, func(w io.Writer) { printRow(w, s) })
+		},
+	}
+	cmd.Flags().BoolVar(&payload, "payload", false, "also print the payload")
+	return cmd
+}
+
+func printRow(w io.Writer, s shownRow) {
+	fmt.Fprintf(w, "key\t%s\n", s.Key)
+	fmt.Fprintf(w, "queue\t%s\n", s.Queue)
+	fmt.Fprintf(w, "status\t%s\n", s.Status)
+	fmt.Fprintf(w, "attempts\t%d\n", s.Attempts)
+	if s.Group != "" {
+		fmt.Fprintf(w, "group\t%s\n", s.Group)
+	}
+	fmt.Fprintf(w, "created\t%s\n", when(s.CreatedAt))
+	if !s.FailedAt.IsZero() {
+		fmt.Fprintf(w, "failed\t%s\n", when(s.FailedAt))
+	} else {
+		fmt.Fprintf(w, "due\t%s\n", when(s.DueAt))
+	}
+	fmt.Fprintf(w, "attributes\t%d\n", len(s.Attributes))
+	if s.Malformed != "" {
+		fmt.Fprintf(w, "malformed\t%s\n", s.Malformed)
+	}
+	if s.Payload != nil {
+		fmt.Fprintf(w, "payload\t%s\n", *s.Payload)
+	} else {
+		fmt.Fprintf(w, "payload\t(%d bytes; --payload to show)\n", s.PayloadBytes)
+	}
+	fmt.Fprintf(w, "errors\t%d\n", len(s.Errors))
+	for _, e := range s.Errors {
+		fmt.Fprintf(w, "  #%d\t%s  %s\n", e.Attempt, when(e.At), oneLine(e.Message))
+	}
+}
+
+// selection is the rows a bulk command acts on: keys, a queue, or all.
+type selection struct {
+	queue     string
+	all       bool
+	olderThan time.Duration
+}
+
+func (a *app) selectKeys(ctx context.Context, op *dynamo.Operator, keys []string, sel selection) ([]string, error) {
+	n := 0
+	for _, set := range []bool{len(keys) > 0, sel.queue != "", sel.all} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, usagef("name the rows: KEY..., --queue Q or --all (exactly one)")
+	}
+	if len(keys) > 0 {
+		if sel.olderThan > 0 {
+			return nil, usagef("--older-than applies to --queue or --all, not to keys")
+		}
+		return keys, nil
+	}
+	q := dynamo.DeadQuery{Queue: sel.queue}
+	if sel.olderThan > 0 {
+		q.Before = a.now().Add(-sel.olderThan)
+	}
+	var out []string
+	err := op.EachDead(ctx, q, func(d dynamo.DeadRef) error {
+		out = append(out, d.Key)
+		return nil
+	})
+	return out, err
+}
+
+// bulkResult is what redrive and purge report.
+type bulkResult struct {
+	Action  string   `json:"action"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Done    int      `json:"done"`
+	Skipped int      `json:"skipped"`
+	Keys    []string `json:"keys,omitempty"`
+}
+
+// apply runs op on every key (8 at a time), counting refused writes as
+// skipped (the row was not a dead letter), with a progress bar for bulk.
+func (a *app) apply(ctx context.Context, action string, keys []string, op func(context.Context, string) error) (bulkResult, error) {
+	res := bulkResult{Action: action}
+	var mu sync.Mutex
+	var errs []error
+	bar := &progress{w: a.stderr, label: action, total: len(keys)}
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := op(ctx, k)
+			mu.Lock()
+			defer mu.Unlock()
+			var conflict *outbox.ConflictError
+			switch {
+			case err == nil:
+				res.Done++
+			case errors.As(err, &conflict):
+				res.Skipped++
+			default:
+				errs = append(errs, err)
+			}
+			if len(keys) > 1 {
+				bar.step()
+			}
+		})
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
+
+func (a *app) report(res bulkResult, past string) error {
+	return a.emit(res, func(w io.Writer) {
+		if res.DryRun {
+			fmt.Fprintf(w, "dry run: would %s %d row(s)\n", res.Action, len(res.Keys))
+			for _, k := range res.Keys {
+				fmt.Fprintln(w, k)
+			}
+			return
+		}
+		fmt.Fprintf(w, "%s %d, skipped %d (not dead letters)\n", past, res.Done, res.Skipped)
+	})
+}
+
+func (a *app) deadRedriveCommand() *cobra.Command {
+	var sel selection
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "redrive (KEY...|--queue Q|--all)",
+		Short: "Return dead letters to pending with a fresh attempt budget, due now",
+		Long:  "Redrive is conditional: only rows that are still failed move; others are counted as skipped.",
+		RunE: func(cmd *cobra.Command, keys []string) error {
+			op, err := a.operator(cmd.Context())
+			if err != nil {
+				return err
+			}
+			keys, err = a.selectKeys(cmd.Context(), op, keys, sel)
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				return a.report(bulkResult{Action: "redrive", DryRun: true, Keys: keys}, "")
+			}
+			now := a.now()
+			res, err := a.apply(cmd.Context(), "redrive", keys, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) })
+			if rerr := a.report(res, "redriven"); rerr != nil {
+				return rerr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&sel.queue, "queue", "", "every dead letter of this queue")
+	cmd.Flags().BoolVar(&sel.all, "all", false, "every dead letter")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redriven, change nothing")
+	return cmd
+}
+
+func (a *app) deadPurgeCommand() *cobra.Command {
+	var sel selection
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "purge (KEY...|--queue Q --older-than DUR|--all) --yes",
+		Short: "Delete dead letters for good",
+		Long:  "Purge deletes only rows that are failed, and refuses to run without --yes.",
+		RunE: func(cmd *cobra.Command, keys []string) error {
+			if !yes {
+				return usagef("purge deletes dead letters for good: add --yes to confirm")
+			}
+			op, err := a.operator(cmd.Context())
+			if err != nil {
+				return err
+			}
+			keys, err = a.selectKeys(cmd.Context(), op, keys, sel)
+			if err != nil {
+				return err
+			}
+			res, err := a.apply(cmd.Context(), "purge", keys, op.Purge)
+			if rerr := a.report(res, "purged"); rerr != nil {
+				return rerr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&sel.queue, "queue", "", "dead letters of this queue")
+	cmd.Flags().DurationVar(&sel.olderThan, "older-than", 0, "only those failed longer ago than this, e.g. 720h")
+	cmd.Flags().BoolVar(&sel.all, "all", false, "every dead letter")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm the deletion")
+	return cmd
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outflowhq/outflow"
+)
+
+func (a *app) enqueueCommand() *cobra.Command {
+	var queue, body, bodyFile, group, key string
+	var attrs []string
+	var delay time.Duration
+	cmd := &cobra.Command{
+		Use:   "enqueue --queue Q (--body STR|--body-file F) [--attr k=v]... [--group G] [--delay DUR] [--key K]",
+		Short: "Stage one row, validated as the producer package does",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (body == "") == (bodyFile == "") {
+				return usagef("give exactly one of --body and --body-file")
+			}
+			payload := []byte(body)
+			if bodyFile != "" {
+				var err error
+				if payload, err = os.ReadFile(bodyFile); err != nil {
+					return fmt.Errorf("read body: %w", err)
+				}
+			}
+			row := outflow.Row{Key: key, Queue: queue, Payload: payload, Group: group, Attributes: map[string]string{}}
+			for _, kv := range attrs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef("--attr %q: want name=value", kv)
+				}
+				row.Attributes[k] = v
+			}
+			if delay > 0 {
+				row.NotBefore = a.now().Add(delay)
+			}
+			if a.table == "" {
+				return usagef("no table: pass --table or set OUTFLOW_TABLE")
+			}
+			client, err := a.dynamoClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := outflow.NewProducer(client, outflow.Config{Table: a.table, Shards: a.shards})
+			if err != nil {
+				return err
+			}
+			keys, err := p.Put(cmd.Context(), row)
+			if err != nil {
+				return fmt.Errorf("enqueue: %w", err)
+			}
+			res := struct {
+				Key   string `json:"key"`
+				Queue string `json:"queue"`
+			}{keys[0], queue}
+			return a.emit(res, func(w io.Writer) { fmt.Fprintf(w, "staged %s on %s\n", res.Key, res.Queue) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&queue, "queue", "", "route name (required)")
+	f.StringVar(&body, "body", "", "message body")
+	f.StringVar(&bodyFile, "body-file", "", "read the message body from this file")
+	f.StringArrayVar(&attrs, "attr", nil, "message attribute name=value (repeatable)")
+	f.StringVar(&group, "group", "", "FIFO message group (required for .fifo queues)")
+	f.DurationVar(&delay, "delay", 0, "deliver no sooner than this from now")
+	f.StringVar(&key, "key", "", "dispatch key (default: a new ULID)")
+	_ = cmd.MarkFlagRequired("queue")
+	return cmd
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/spf13/cobra"
+
+	"github.com/outflowhq/outflow/internal/config"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/telemetry"
+)
+
+// engine builds the same engine the functions run, configured from the
+// OUTFLOW_* environment with --table, --shards and routes applied on top,
+// then adjust (if any).
+func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust func(*config.Config)) (*outbox.Engine, config.Config, error) {
+	cfg, err := config.Load(func(k string) string {
+		switch k {
+		case "OUTFLOW_TABLE":
+			return a.table
+		case "OUTFLOW_ROUTES":
+			return routes
+		case "OUTFLOW_SHARDS":
+			return fmt.Sprint(a.shards)
+		}
+		return a.getenv(k)
+	})
+	if err != nil {
+		return nil, cfg, usageError{err}
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	awsCfg, err := a.awsConfig(cmd.Context())
+	if err != nil {
+		return nil, cfg, err
+	}
+	client, err := a.dynamoClient(cmd.Context())
+	if err != nil {
+		return nil, cfg, err
+	}
+	store, err := dynamo.New(client, cfg.Store)
+	if err != nil {
+		return nil, cfg, err
+	}
+	sender := delivery.New(sqs.NewFromConfig(awsCfg), cfg.Routes, cfg.MaxMessageBytes)
+	e, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
+	return e, cfg, err
+}
+
+func (a *app) sweepCommand() *cobra.Command {
+	var routes string
+	var grace bool
+	cmd := &cobra.Command{
+		Use:   "sweep",
+		Short: "Run one sweep now, with the same engine and configuration as the sweep function",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, _, err := a.engine(cmd, routes, telemetry.NewLogger(a.stderr, a.getenv), func(c *config.Config) {
+				if !grace {
+					c.Policy.WakeGrace = 0
+				}
+			})
+			if err != nil {
+				return err
+			}
+			res, err := e.Sweep(cmd.Context())
+			s := telemetry.NewSummary("sweep", res)
+			if perr := a.emit(s, func(w io.Writer) { printSummary(w, s) }); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES)")
+	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		if routes == "" {
+			routes = a.getenv("OUTFLOW_ROUTES")
+		}
+	}
+	return cmd
+}
+
+func printSummary(w io.Writer, s telemetry.Summary) {
+	fmt.Fprintln(w, "CLAIMED\tDELIVERED\tRETRIED\tDEAD-LETTERED\tRELEASED\tCONFLICTS\tERRORS\tSTOPPED\tMS")
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Claimed, s.Delivered, s.Retried, s.DeadLettered, s.Released, s.Conflicts, s.Errors, s.Stopped, s.DurationMs)
+}

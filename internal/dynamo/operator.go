@@ -1,0 +1,323 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// OperatorAPI is the DynamoDB client surface the operator queries need.
+type OperatorAPI interface {
+	API
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// Operator adds what operators need to a Store: dead-letter listing,
+// purge, and backlog statistics, all read from the sparse indexes.
+type Operator struct {
+	*Store
+	api OperatorAPI
+}
+
+// NewOperator returns an operator over the table cfg names.
+func NewOperator(api OperatorAPI, cfg Config) (*Operator, error) {
+	s, err := New(api, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Operator{Store: s, api: api}, nil
+}
+
+// DeadRef is one dead letter as the dead index holds it.
+type DeadRef struct {
+	Key       string    `json:"key"`
+	Queue     string    `json:"queue"`
+	Attempt   int       `json:"attempts"`
+	FailedAt  time.Time `json:"failed_at"`
+	LastError string    `json:"last_error"`
+}
+
+// DeadQuery selects dead letters: of one queue (empty: all), failed at or
+// after Since (zero: any time), failed before Before (zero: any time).
+type DeadQuery struct {
+	Queue  string
+	Since  time.Time
+	Before time.Time
+}
+
+// EachDead calls fn for every dead letter the query selects. With a queue
+// it queries that queue's partition of the dead index, newest first;
+// without one it scans the dead index, which holds only failed rows, in no
+// order. fn returning an error stops the walk.
+func (o *Operator) EachDead(ctx context.Context, q DeadQuery, fn func(DeadRef) error) error {
+	var cond *expression.ConditionBuilder
+	addCond := func(c expression.ConditionBuilder) {
+		if cond == nil {
+			cond = &c
+			return
+		}
+		c2 := cond.And(c)
+		cond = &c2
+	}
+	var kc *expression.KeyConditionBuilder
+	failed := expression.Key(AttrFailedAt)
+	if q.Queue != "" {
+		k := expression.Key(AttrDeadQueue).Equal(expression.Value(q.Queue))
+		switch {
+		case !q.Since.IsZero() && !q.Before.IsZero():
+			k = k.And(failed.Between(expression.Value(q.Since.UnixMilli()), expression.Value(q.Before.UnixMilli()-1)))
+		case !q.Since.IsZero():
+			k = k.And(failed.GreaterThanEqual(expression.Value(q.Since.UnixMilli())))
+		case !q.Before.IsZero():
+			k = k.And(failed.LessThan(expression.Value(q.Before.UnixMilli())))
+		}
+		kc = &k
+	} else {
+		if !q.Since.IsZero() {
+			addCond(expression.Name(AttrFailedAt).GreaterThanEqual(expression.Value(q.Since.UnixMilli())))
+		}
+		if !q.Before.IsZero() {
+			addCond(expression.Name(AttrFailedAt).LessThan(expression.Value(q.Before.UnixMilli())))
+		}
+	}
+	b := expression.NewBuilder()
+	if kc != nil {
+		b = b.WithKeyCondition(*kc)
+	}
+	if cond != nil {
+		b = b.WithFilter(*cond)
+	}
+	var expr expression.Expression
+	if kc != nil || cond != nil {
+		var err error
+		if expr, err = b.Build(); err != nil {
+			return fmt.Errorf("build dead-letter query: %w", err)
+		}
+	}
+	var start map[string]types.AttributeValue
+	for {
+		var items []map[string]types.AttributeValue
+		var err error
+		if kc != nil {
+			var out *dynamodb.QueryOutput
+			out, err = o.api.Query(ctx, &dynamodb.QueryInput{
+				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
+				KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(),
+				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+				ScanIndexForward: aws.Bool(false), ExclusiveStartKey: start,
+			})
+			if out != nil {
+				items, start = out.Items, out.LastEvaluatedKey
+			}
+		} else {
+			var out *dynamodb.ScanOutput
+			out, err = o.api.Scan(ctx, &dynamodb.ScanInput{
+				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
+				FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(),
+				ExpressionAttributeValues: expr.Values(), ExclusiveStartKey: start,
+			})
+			if out != nil {
+				items, start = out.Items, out.LastEvaluatedKey
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("read dead index: %w", err)
+		}
+		for _, av := range items {
+			var it struct {
+				Key       string `dynamodbav:"pk"`
+				Queue     string `dynamodbav:"dead_queue"`
+				Attempt   int    `dynamodbav:"attempt"`
+				FailedAt  int64  `dynamodbav:"failed_at"`
+				LastError string `dynamodbav:"last_error"`
+			}
+			_ = attributevalue.UnmarshalMap(av, &it) // keys are typed by DynamoDB; the rest is best effort
+			if err := fn(DeadRef{Key: it.Key, Queue: it.Queue, Attempt: it.Attempt, FailedAt: fromMs(it.FailedAt), LastError: it.LastError}); err != nil {
+				return err
+			}
+		}
+		if len(start) == 0 {
+			return nil
+		}
+	}
+}
+
+// ListDead returns up to limit dead letters (0: all), newest first.
+func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]DeadRef, error) {
+	var out []DeadRef
+	err := o.EachDead(ctx, q, func(d DeadRef) error {
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b DeadRef) int { return b.FailedAt.Compare(a.FailedAt) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Purge deletes a dead letter. Only failed rows are deleted; any other
+// gives a *outbox.ConflictError.
+func (o *Operator) Purge(ctx context.Context, key string) error {
+	expr, err := expression.NewBuilder().WithCondition(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))).Build()
+	if err != nil {
+		return fmt.Errorf("build purge condition: %w", err)
+	}
+	_, err = o.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(o.cfg.Table), Key: keyOf(key),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return o.wrap("purge", key, err)
+}
+
+// Counts is how many rows are in each state.
+type Counts struct {
+	// Pending rows wait in the due index; Due is those of them due now.
+	Pending int `json:"pending"`
+	Due     int `json:"due"`
+	Claimed int `json:"claimed"`
+	Failed  int `json:"failed"`
+}
+
+// Stats is the backlog, per queue and per shard.
+type Stats struct {
+	Queues map[string]*Counts `json:"queues"`
+	Shards map[string]*Counts `json:"shards"`
+	Total  Counts             `json:"total"`
+	// OldestDue is the earliest due time among due rows; zero if none.
+	OldestDue time.Time `json:"oldest_due,omitzero"`
+}
+
+// Stats counts rows from the indexes: the due index (pending and claimed,
+// with queue projected) and the dead index (failed). Rows not yet due are
+// pending by construction; only rows already due are read from the table
+// (status alone, 100 per request), because a claim does not show in the
+// index. No table scan.
+func (o *Operator) Stats(ctx context.Context, now time.Time) (*Stats, error) {
+	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}}
+	counts := func(m map[string]*Counts, k string) *Counts {
+		if m[k] == nil {
+			m[k] = &Counts{}
+		}
+		return m[k]
+	}
+	type dueRow struct{ queue, shard string }
+	due := map[string]dueRow{}
+	for shard := range o.cfg.Shards {
+		sk := strconv.Itoa(shard)
+		var start map[string]types.AttributeValue
+		for {
+			out, err := o.api.Query(ctx, &dynamodb.QueryInput{
+				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DueIndex),
+				KeyConditionExpression:    aws.String("#s = :s"),
+				ExpressionAttributeNames:  map[string]string{"#s": AttrShard},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: sk}},
+				ExclusiveStartKey:         start,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("query shard %s: %w", sk, err)
+			}
+			for _, av := range out.Items {
+				var it struct {
+					Key   string `dynamodbav:"pk"`
+					Queue string `dynamodbav:"queue"`
+					DueAt int64  `dynamodbav:"due_at"`
+				}
+				_ = attributevalue.UnmarshalMap(av, &it)
+				if at := fromMs(it.DueAt); at.After(now) {
+					counts(st.Queues, it.Queue).Pending++
+					counts(st.Shards, sk).Pending++
+					st.Total.Pending++
+					continue
+				} else if st.OldestDue.IsZero() || at.Before(st.OldestDue) {
+					st.OldestDue = at
+				}
+				due[it.Key] = dueRow{queue: it.Queue, shard: sk}
+			}
+			start = out.LastEvaluatedKey
+			if len(start) == 0 {
+				break
+			}
+		}
+	}
+	keys := make([]string, 0, len(due))
+	for k := range due {
+		keys = append(keys, k)
+	}
+	statuses, err := o.statuses(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for k, row := range due {
+		q, s := counts(st.Queues, row.queue), counts(st.Shards, row.shard)
+		if statuses[k] == string(outbox.StatusClaimed) {
+			q.Claimed++
+			s.Claimed++
+			st.Total.Claimed++
+		} else {
+			q.Pending++
+			q.Due++
+			s.Pending++
+			s.Due++
+			st.Total.Pending++
+			st.Total.Due++
+		}
+	}
+	err = o.EachDead(ctx, DeadQuery{}, func(d DeadRef) error {
+		counts(st.Queues, d.Queue).Failed++
+		st.Total.Failed++
+		return nil
+	})
+	return st, err
+}
+
+// statuses reads the status of each key, 100 keys per request.
+func (o *Operator) statuses(ctx context.Context, keys []string) (map[string]string, error) {
+	out := make(map[string]string, len(keys))
+	for chunk := range slices.Chunk(keys, 100) {
+		req := map[string]types.KeysAndAttributes{o.cfg.Table: {
+			Keys:                     make([]map[string]types.AttributeValue, 0, len(chunk)),
+			ProjectionExpression:     aws.String("#k, #s"),
+			ExpressionAttributeNames: map[string]string{"#k": AttrKey, "#s": AttrStatus},
+		}}
+		for _, k := range chunk {
+			ka := req[o.cfg.Table]
+			ka.Keys = append(ka.Keys, keyOf(k))
+			req[o.cfg.Table] = ka
+		}
+		for len(req) > 0 {
+			res, err := o.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("read statuses: %w", err)
+			}
+			for _, av := range res.Responses[o.cfg.Table] {
+				var it struct {
+					Key    string `dynamodbav:"pk"`
+					Status string `dynamodbav:"status"`
+				}
+				_ = attributevalue.UnmarshalMap(av, &it)
+				out[it.Key] = it.Status
+			}
+			req = res.UnprocessedKeys
+			if len(req) > 0 {
+				time.Sleep(50 * time.Millisecond) // throttled: back off before the rest
+			}
+		}
+	}
+	return out, nil
+}
