@@ -44,8 +44,13 @@ lint: ## gofmt, go vet and staticcheck.
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+.PHONY: run
+run: venv ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).
+	$(GO) run ./cmd/outflow local $(ARGS)
+
 .PHONY: build
-build: ## Build both bootstraps for linux/arm64 (deploy) and for this machine (local runs).
+build: ## Build the CLI (bin/outflow) and both bootstraps for linux/arm64 (deploy) and this machine (local --rie).
+	$(GO) build -trimpath -o $(BIN)/outflow ./cmd/outflow
 	@for f in $(FUNCTIONS); do \
 		GOOS=linux GOARCH=arm64 $(GOBUILD) -o $(BIN)/arm64/$$f/bootstrap ./functions/$$f && \
 		$(GOBUILD) -o $(BIN)/host/$$f/bootstrap ./functions/$$f || exit 1; \

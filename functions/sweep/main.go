@@ -8,12 +8,18 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/outflowhq/outflow/internal/handler"
 )
 
 func main() {
-	rt, err := handler.Setup(context.Background(), os.Getenv, os.Stdout)
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outflow sweep init: load aws config:", err)
+		os.Exit(1)
+	}
+	rt, err := handler.Setup(cfg, os.Getenv, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "outflow sweep init:", err)
 		os.Exit(1)

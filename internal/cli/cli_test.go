@@ -78,7 +78,9 @@ func (e *env) deadLetters(t *testing.T, queue string, n int) []string {
 	}
 	keys, err := p.Put(context.Background(), rows...)
 	require.NoError(t, err)
-	var sum struct{ DeadLettered int `json:"dead_lettered"` }
+	var sum struct {
+		DeadLettered int `json:"dead_lettered"`
+	}
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json")), &sum))
 	require.Equal(t, n, sum.DeadLettered)
 	return keys

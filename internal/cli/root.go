@@ -99,7 +99,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.endpoint, "endpoint", a.getenv("AWS_ENDPOINT_URL"), "AWS endpoint URL, e.g. a local moto or LocalStack (default $AWS_ENDPOINT_URL)")
 	f.StringVar(&a.output, "output", "table", "output format: table or json")
 	f.IntVar(&a.shards, "shards", shards, "due-index shards, as the dispatcher's OUTFLOW_SHARDS")
-	root.AddCommand(a.deadCommand(), a.statsCommand(), a.enqueueCommand(), a.sweepCommand())
+	root.AddCommand(a.deadCommand(), a.statsCommand(), a.enqueueCommand(), a.sweepCommand(), a.localCommand())
 	return root
 }
 
@@ -122,7 +122,7 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 		opts = append(opts, awsconfig.WithRegion(a.region))
 	}
 	if a.endpoint != "" {
-		if local(a.endpoint) && a.getenv("AWS_ACCESS_KEY_ID") == "" && a.getenv("AWS_PROFILE") == "" {
+		if loopback(a.endpoint) && a.getenv("AWS_ACCESS_KEY_ID") == "" && a.getenv("AWS_PROFILE") == "" {
 			opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 			if a.region == "" {
 				opts = append(opts, awsconfig.WithRegion("us-east-1"))
@@ -139,7 +139,7 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 	return cfg, nil
 }
 
-func local(endpoint string) bool {
+func loopback(endpoint string) bool {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return false
@@ -159,7 +159,7 @@ func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// moto's CRC32 header does not always match its body.
-		o.DisableValidateResponseChecksum = a.endpoint != "" && local(a.endpoint)
+		o.DisableValidateResponseChecksum = a.endpoint != "" && loopback(a.endpoint)
 	}), nil
 }
 

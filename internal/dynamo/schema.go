@@ -125,24 +125,37 @@ func (s Schema) CreateTableInput(name string) *dynamodb.CreateTableInput {
 	return in
 }
 
-// CreateTable creates the table, waits until it is active and turns on its
-// TTL attribute. An existing table of that name is an error.
+// TableWait bounds how long creating a table may take to become active.
+const TableWait = 2 * time.Minute
+
+// CreateTable creates a table of this schema, waits until it is active
+// and turns on its TTL attribute. An existing table of that name is an
+// error.
 func CreateTable(ctx context.Context, client *dynamodb.Client, name string) error {
-	if _, err := client.CreateTable(ctx, Table.CreateTableInput(name)); err != nil {
+	return Create(ctx, client, Table.CreateTableInput(name), Table.TTLAttribute)
+}
+
+// Create runs in, waits until the table is active and, if ttlAttribute is
+// not empty, turns on TTL for it. The local runner passes the template's
+// table here, tests and tools the Go schema.
+func Create(ctx context.Context, client *dynamodb.Client, in *dynamodb.CreateTableInput, ttlAttribute string) error {
+	name := aws.ToString(in.TableName)
+	if _, err := client.CreateTable(ctx, in); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
 		o.MaxDelay = time.Second
 	})
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, TableWait); err != nil {
 		return fmt.Errorf("wait for table %s: %w", name, err)
 	}
+	if ttlAttribute == "" {
+		return nil
+	}
 	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(name),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(Table.TTLAttribute), Enabled: aws.Bool(true),
-		},
+		TableName:               aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("enable ttl on %s: %w", name, err)

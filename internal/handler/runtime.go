@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -29,18 +29,13 @@ type Runtime struct {
 }
 
 // Setup reads and validates the configuration through getenv, and builds
-// the AWS clients, the store, the deliverer and the engine. AWS settings
-// (region, credentials, AWS_ENDPOINT_URL) come from the standard SDK
-// environment. Logs and metrics go to out.
-func Setup(ctx context.Context, getenv func(string) string, out io.Writer) (*Runtime, error) {
+// the AWS clients (from awsCfg), the store, the deliverer and the engine.
+// Logs and metrics go to out.
+func Setup(awsCfg aws.Config, getenv func(string) string, out io.Writer) (*Runtime, error) {
 	log := telemetry.NewLogger(out, getenv)
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load aws config: %w", err)
 	}
 	store, err := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Store)
 	if err != nil {

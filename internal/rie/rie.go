@@ -137,3 +137,6 @@ func freePort() (string, error) {
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port, nil
 }
+
+// Pid is the emulator's process id (and process group).
+func (e *Emulator) Pid() int { return e.cmd.Process.Pid }

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outflowhq/outflow/internal/local"
+)
+
+func (a *app) localCommand() *cobra.Command {
+	var opts local.Options
+	var params []string
+	var keep, noDemo, verbose bool
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run Outflow end to end on this machine: moto as AWS, the template's table and queues, sweep, wake and consumers",
+		Long: "local starts the moto server from .venv (unless --endpoint names one), creates the table and queues that " +
+			"template.yaml defines, runs the sweep on a local schedule and the wake from the table's stream through the " +
+			"template's FilterCriteria, and consumes every queue. By default it then runs a demo and exits 0 only if every " +
+			"row was delivered or dead-lettered as staged. --keep leaves everything running until Ctrl-C.",
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Endpoint, opts.Region = a.endpoint, a.region
+			opts.Params = map[string]string{}
+			for _, p := range params {
+				k, v, ok := strings.Cut(p, "=")
+				if !ok {
+					return usagef("--param %q: want Name=Value", p)
+				}
+				opts.Params[k] = v
+			}
+			if verbose {
+				opts.Logs = a.stderr
+			}
+			var demo *local.Demo
+			if !noDemo {
+				opts, demo = local.NewDemo(opts)
+			}
+			return a.runLocal(cmd.Context(), opts, demo, keep || noDemo)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Template, "template", "template.yaml", "SAM template to provision from")
+	f.StringArrayVar(&params, "param", nil, "template parameter override Name=Value (repeatable)")
+	f.DurationVar(&opts.SweepEvery, "sweep-every", 2*time.Second, "local sweep schedule")
+	f.BoolVar(&opts.RIE, "rie", false, "run the built bootstraps (make build) under the Lambda Runtime Interface Emulator")
+	f.StringVar(&opts.Bootstraps, "bootstraps", "bin/host", "directory of the built bootstraps, for --rie")
+	f.BoolVar(&keep, "keep", false, "keep everything running after the demo, until Ctrl-C")
+	f.BoolVar(&noDemo, "no-demo", false, "stage nothing; just run until Ctrl-C")
+	f.BoolVar(&verbose, "verbose", false, "show the functions' logs")
+	return cmd
+}
+
+func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo, keep bool) error {
+	started := time.Now()
+	r, err := local.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	mode := "in-process"
+	if opts.RIE {
+		mode = "emulated (RIE)"
+	}
+	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %d queues, %s functions, ready in %s\n",
+		r.Endpoint, r.Stack.Table, len(r.Stack.QueueURLs), mode, time.Since(started).Round(time.Millisecond))
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(runCtx) }()
+
+	var result error
+	if demo != nil {
+		rep, err := demo.Run(ctx, r, a.stderr, isTerminal(a.stderr))
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if err := a.emit(rep, func(w io.Writer) { rep.Print(w, r.Endpoint, r.Stack.Table) }); err != nil {
+			return err
+		}
+		if !rep.OK() {
+			result = errors.New("demo failed: the outcome differs from what was staged")
+		}
+	}
+	if keep {
+		fmt.Fprintf(a.stderr, "\nrunning until Ctrl-C: endpoint %s, table %s\n", r.Endpoint, r.Stack.Table)
+		for name, url := range r.Stack.QueueURLs {
+			fmt.Fprintf(a.stderr, "  queue %-12s %s\n", name, url)
+		}
+		<-ctx.Done()
+	}
+	stop()
+	if err := <-runErr; err != nil && result == nil {
+		result = err
+	}
+	return result
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

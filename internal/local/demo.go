@@ -1,0 +1,321 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/telemetry"
+)
+
+// DemoParams are the template parameters the demo runs with: a small
+// budget and short backoff, so a failing row dead-letters in seconds, and
+// a short wake grace.
+var DemoParams = map[string]string{
+	"MaxAttempts":        "3",
+	"BackoffBaseSeconds": "1",
+	"BackoffMultiplier":  "2",
+	"WakeGraceSeconds":   "2",
+}
+
+// DemoBrokenRoute is the route the demo adds to a queue that does not
+// exist: sends to it fail (transiently, as far as Outflow can tell) until
+// the row's budget is spent.
+const DemoBrokenRoute = "audit"
+
+// Demo rows.
+const (
+	demoOrders   = 30
+	demoEvents   = 15
+	demoDelay    = 4 * time.Second
+	demoNoRoute  = "payments"
+	keyNoRoute   = "demo-payments-1"
+	keyBroken    = "demo-audit-1"
+	keyDelayed   = "demo-orders-delayed"
+	demoDeadline = 90 * time.Second
+)
+
+// QueueReport is one queue's line of the demo summary.
+type QueueReport struct {
+	Staged       int `json:"staged"`
+	Delivered    int `json:"delivered"`
+	Retried      int `json:"retried"`
+	DeadLettered int `json:"dead_lettered"`
+}
+
+// DemoReport is what the demo saw.
+type DemoReport struct {
+	Queues       map[string]*QueueReport `json:"queues"`
+	Staged       int                     `json:"staged"`
+	Delivered    int                     `json:"delivered"`
+	Duplicates   int                     `json:"duplicates"`
+	DeadLettered int                     `json:"dead_lettered"`
+	WakeP50      time.Duration           `json:"wake_p50_ns"`
+	WakeP99      time.Duration           `json:"wake_p99_ns"`
+	Elapsed      time.Duration           `json:"elapsed_ns"`
+	// Problems lists every way the outcome differs from what was staged;
+	// empty means the demo passed.
+	Problems []string `json:"problems"`
+}
+
+// OK reports whether every count matched what was staged.
+func (d DemoReport) OK() bool { return len(d.Problems) == 0 }
+
+// Demo stages a known set of rows and checks what arrives.
+type Demo struct {
+	mu       sync.Mutex
+	staged   map[string]stagedRow
+	received map[string][]received
+	sweeps   int
+}
+
+type stagedRow struct {
+	queue   string
+	at      time.Time
+	deliver bool // expected to arrive (not a dead letter)
+	delayed bool
+}
+
+type received struct {
+	queue   string
+	attempt int
+	at      time.Time
+}
+
+// NewDemo returns a demo and the runner options it needs: its template
+// parameters (unless opts already sets them), its broken route, and hooks
+// that record what the consumers receive.
+func NewDemo(opts Options) (Options, *Demo) {
+	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}}
+	if opts.Params == nil {
+		opts.Params = map[string]string{}
+	}
+	for k, v := range DemoParams {
+		if _, set := opts.Params[k]; !set {
+			opts.Params[k] = v
+		}
+	}
+	// SQS clients send to their endpoint and name the queue in the request,
+	// so this URL is never dialled: the endpoint answers QueueDoesNotExist.
+	opts.ExtraRoutes = DemoBrokenRoute + "=http://127.0.0.1:1/000000000000/outflow-missing-queue"
+	opts.OnMessage = func(queue string, m sqstypes.Message, at time.Time) {
+		key := aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)
+		attempt, _ := strconv.Atoi(aws.ToString(m.MessageAttributes[delivery.AttrAttempt].StringValue))
+		d.mu.Lock()
+		d.received[key] = append(d.received[key], received{queue: queue, attempt: attempt, at: at})
+		d.mu.Unlock()
+	}
+	opts.OnSweep = func(telemetry.Summary) {
+		d.mu.Lock()
+		d.sweeps++
+		d.mu.Unlock()
+	}
+	return opts, d
+}
+
+// Run stages the demo rows through the public producer API, waits until
+// everything is delivered or dead-lettered (or the deadline), and reports.
+// progress, if not nil, gets a live status line.
+func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interactive bool) (DemoReport, error) {
+	start := time.Now()
+	db := dynamodb.NewFromConfig(r.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	shards, _ := strconv.Atoi(r.Stack.Env["SweepFunction"]["OUTFLOW_SHARDS"])
+	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table, Shards: shards})
+	if err != nil {
+		return DemoReport{}, err
+	}
+	op, err := dynamo.NewOperator(db, dynamo.Config{Table: r.Stack.Table, Shards: shards})
+	if err != nil {
+		return DemoReport{}, err
+	}
+
+	var rows []outflow.Row
+	add := func(row outflow.Row, deliver bool) {
+		rows = append(rows, row)
+		d.mu.Lock()
+		d.staged[row.Key] = stagedRow{queue: row.Queue, deliver: deliver, delayed: !row.NotBefore.IsZero()}
+		d.mu.Unlock()
+	}
+	for i := range demoOrders {
+		add(outflow.Row{Key: fmt.Sprintf("demo-orders-%02d", i), Queue: "orders", Payload: []byte(fmt.Sprintf(`{"order":%d}`, i)),
+			Attributes: map[string]string{"type": "order.created"}}, true)
+	}
+	for i := range demoEvents {
+		add(outflow.Row{Key: fmt.Sprintf("demo-events-%02d", i), Queue: "events.fifo", Group: fmt.Sprintf("tenant-%d", i%3),
+			Payload: []byte(fmt.Sprintf(`{"event":%d}`, i))}, true)
+	}
+	add(outflow.Row{Key: keyDelayed, Queue: "orders", Payload: []byte(`{"order":"later"}`), NotBefore: time.Now().Add(demoDelay)}, true)
+	add(outflow.Row{Key: keyNoRoute, Queue: demoNoRoute, Payload: []byte(`{"charge":1}`)}, false)
+	add(outflow.Row{Key: keyBroken, Queue: DemoBrokenRoute, Payload: []byte(`{"audit":1}`)}, false)
+
+	// Stage one by one, as an application would, timing each from its write.
+	for _, row := range rows {
+		d.mu.Lock()
+		s := d.staged[row.Key]
+		s.at = time.Now()
+		d.staged[row.Key] = s
+		d.mu.Unlock()
+		if _, err := p.Put(ctx, row); err != nil {
+			return DemoReport{}, fmt.Errorf("stage %s: %w", row.Key, err)
+		}
+	}
+
+	deadline := time.Now().Add(demoDeadline)
+	last := time.Time{}
+	var dead []dynamo.DeadRef
+	for {
+		dead, err = op.ListDead(ctx, dynamo.DeadQuery{}, 0)
+		if err != nil {
+			return DemoReport{}, err
+		}
+		delivered := d.deliveredCount()
+		done := delivered == demoOrders+demoEvents+1 && len(dead) >= 2
+		if progress != nil && (interactive || time.Since(last) >= 2*time.Second || done) {
+			line := fmt.Sprintf("staged %d · delivered %d/%d · dead letters %d/2 · sweeps %d · %.1fs",
+				len(rows), delivered, demoOrders+demoEvents+1, len(dead), d.sweepCount(), time.Since(start).Seconds())
+			if interactive {
+				fmt.Fprintf(progress, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(progress, line)
+			}
+			last = time.Now()
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if progress != nil && interactive {
+		fmt.Fprintln(progress)
+	}
+	// Let the consumers catch any duplicate still in flight.
+	time.Sleep(500 * time.Millisecond)
+	return d.report(dead, time.Since(start)), ctx.Err()
+}
+
+func (d *Demo) deliveredCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for k := range d.received {
+		if d.staged[k].deliver {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *Demo) sweepCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sweeps
+}
+
+func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rep := DemoReport{Queues: map[string]*QueueReport{}, Staged: len(d.staged), Elapsed: elapsed}
+	q := func(name string) *QueueReport {
+		if rep.Queues[name] == nil {
+			rep.Queues[name] = &QueueReport{}
+		}
+		return rep.Queues[name]
+	}
+	var latencies []time.Duration
+	for key, s := range d.staged {
+		q(s.queue).Staged++
+		got := d.received[key]
+		switch {
+		case s.deliver && len(got) == 0:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s was never delivered", key))
+		case !s.deliver && len(got) > 0:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s should have failed but was delivered", key))
+		}
+		if len(got) == 0 {
+			continue
+		}
+		first := slices.MinFunc(got, func(a, b received) int { return a.at.Compare(b.at) })
+		q(s.queue).Delivered++
+		q(s.queue).Retried += first.attempt - 1
+		rep.Delivered++
+		rep.Duplicates += len(got) - 1
+		if first.queue != s.queue {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s arrived on %s, staged for %s", key, first.queue, s.queue))
+		}
+		if !s.delayed && first.attempt == 1 {
+			latencies = append(latencies, first.at.Sub(s.at))
+		}
+	}
+	for key := range d.received {
+		if _, ok := d.staged[key]; !ok {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("received %s, which was never staged", key))
+		}
+	}
+	want := map[string]string{keyNoRoute: "no route for queue", keyBroken: ""}
+	maxAttempts, _ := strconv.Atoi(DemoParams["MaxAttempts"])
+	for _, dl := range dead {
+		q(dl.Queue).DeadLettered++
+		q(dl.Queue).Retried += dl.Attempt - 1
+		rep.DeadLettered++
+		reason, expected := want[dl.Key]
+		switch {
+		case !expected:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("unexpected dead letter %s: %s", dl.Key, dl.LastError))
+		case !strings.Contains(dl.LastError, reason):
+			rep.Problems = append(rep.Problems, fmt.Sprintf("dead letter %s has reason %q", dl.Key, dl.LastError))
+		case dl.Key == keyBroken && dl.Attempt != maxAttempts:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s dead-lettered after %d attempts, want %d", dl.Key, dl.Attempt, maxAttempts))
+		}
+		delete(want, dl.Key)
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s was never dead-lettered", k))
+	}
+	slices.Sort(rep.Problems)
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		rep.WakeP50 = latencies[(n-1)*50/100]
+		rep.WakeP99 = latencies[(n-1)*99/100]
+	}
+	return rep
+}
+
+// Print writes the summary table and the commands to inspect the dead
+// letters.
+func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
+	fmt.Fprintf(w, "\n%-14s %7s %10s %8s %14s\n", "QUEUE", "STAGED", "DELIVERED", "RETRIED", "DEAD-LETTERED")
+	for _, name := range slices.Sorted(maps.Keys(rep.Queues)) {
+		q := rep.Queues[name]
+		fmt.Fprintf(w, "%-14s %7d %10d %8d %14d\n", name, q.Staged, q.Delivered, q.Retried, q.DeadLettered)
+	}
+	fmt.Fprintf(w, "%-14s %7d %10d %8s %14d\n", "total", rep.Staged, rep.Delivered, "", rep.DeadLettered)
+	fmt.Fprintf(w, "\nwake latency, staged to received: p50 %s, p99 %s\n", rep.WakeP50.Round(time.Millisecond), rep.WakeP99.Round(time.Millisecond))
+	fmt.Fprintf(w, "duplicates: %d   elapsed: %s\n", rep.Duplicates, rep.Elapsed.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "\ninspect the dead letters (with --keep, while it runs):\n")
+	base := fmt.Sprintf("outflow --endpoint %s --table %s", endpoint, table)
+	fmt.Fprintf(w, "  %s dead list\n  %s dead show %s\n  %s dead redrive --all\n", base, base, keyBroken, base)
+	if rep.OK() {
+		fmt.Fprintln(w, "\nOK: every row was delivered or dead-lettered as staged")
+		return
+	}
+	fmt.Fprintln(w, "\nFAILED:")
+	for _, p := range rep.Problems {
+		fmt.Fprintln(w, "  - "+p)
+	}
+}
