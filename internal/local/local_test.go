@@ -1,0 +1,136 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/local"
+)
+
+const template = "../../template.yaml"
+
+func TestDemo_SummaryMatchesWhatWasStaged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	opts, demo := local.NewDemo(local.Options{Template: template})
+	r, err := local.Start(ctx, opts)
+	require.NoError(t, err)
+	defer r.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+
+	rep, err := demo.Run(ctx, r, nil, false)
+	require.NoError(t, err)
+	stop()
+	require.NoError(t, <-done)
+
+	require.True(t, rep.OK(), "problems: %v", rep.Problems)
+	require.Equal(t, 48, rep.Staged)
+	require.Equal(t, 46, rep.Delivered)
+	require.Equal(t, 2, rep.DeadLettered)
+	require.Equal(t, local.QueueReport{Staged: 31, Delivered: 31}, *rep.Queues["orders"])
+	require.Equal(t, local.QueueReport{Staged: 15, Delivered: 15}, *rep.Queues["events.fifo"])
+	require.Equal(t, local.QueueReport{Staged: 1, DeadLettered: 1}, *rep.Queues["payments"])
+	require.Equal(t, local.QueueReport{Staged: 1, Retried: 2, DeadLettered: 1}, *rep.Queues[local.DemoBrokenRoute])
+	require.Positive(t, rep.WakeP50)
+	require.GreaterOrEqual(t, rep.WakeP99, rep.WakeP50)
+}
+
+func TestWakeFeed_SeesExactlyThePendingInsertsTheTemplateFilterMatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	names := map[string]int{}
+	r, err := local.Start(ctx, local.Options{
+		Template:   template,
+		SweepEvery: 300 * time.Millisecond,
+		OnWake: func(ev events.DynamoDBEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, rec := range ev.Records {
+				names[rec.EventName]++
+				seen[rec.Change.NewImage["pk"].String()]++
+			}
+		},
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = r.Run(runCtx) }()
+
+	db := dynamodb.NewFromConfig(r.AWS)
+	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table})
+	require.NoError(t, err)
+	want := map[string]int{}
+	for i := range 5 {
+		key := fmt.Sprintf("k-%d", i)
+		_, err := p.Put(ctx, outflow.Row{Key: key, Queue: "orders", Payload: []byte("x")})
+		require.NoError(t, err)
+		want[key] = 1
+	}
+	// An inserted row that is not pending, and a plain modification: the
+	// filter must keep both from the wake.
+	_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.Stack.Table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "already-failed"}, "status": &types.AttributeValueMemberS{Value: "failed"},
+	}})
+	require.NoError(t, err)
+	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.Stack.Table),
+		Key:              map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "already-failed"}},
+		UpdateExpression: aws.String("SET note = :n"), ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: "x"}},
+	})
+	require.NoError(t, err)
+
+	// Wait until the rows were delivered and settled (MODIFY/REMOVE records
+	// were written), then a little longer for the poller.
+	require.Eventually(t, func() bool {
+		out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(r.Stack.Table)})
+		require.NoError(t, err)
+		return len(out.Items) == 1
+	}, 20*time.Second, 100*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, want, seen)
+	require.Equal(t, map[string]int{"INSERT": 5}, names)
+}
+
+func TestClose_LeavesNoChildProcess(t *testing.T) {
+	t.Parallel()
+	for _, rie := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rie=%v", rie), func(t *testing.T) {
+			t.Parallel()
+			opts := local.Options{Template: template, RIE: rie, Bootstraps: t.TempDir()}
+			if rie {
+				opts.Bootstraps = buildBootstraps(t)
+			}
+			r, err := local.Start(context.Background(), opts)
+			require.NoError(t, err)
+			pids := r.Pids()
+			require.Len(t, pids, map[bool]int{false: 1, true: 3}[rie], "moto, and the emulators")
+			for _, pid := range pids {
+				require.NoError(t, syscall.Kill(-pid, 0), "process group %d is alive", pid)
+			}
+			r.Close()
+			for _, pid := range pids {
+				require.Eventually(t, func() bool { return errors.Is(syscall.Kill(-pid, 0), syscall.ESRCH) }, 5*time.Second, 50*time.Millisecond,
+					"process group %d is gone", pid)
+			}
+		})
+	}
+}
