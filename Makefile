@@ -39,10 +39,12 @@ test: venv tools ## Run every test: unit tests and integration tests against a m
 	$(GO) test -count=1 -race ./...
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck.
+lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck and shellcheck.
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags localstack ./localstack/...
 	$(GO) run $(STATICCHECK) ./...
+	$(VENV)/bin/shellcheck localstack/*.sh .ci/run
 
 .PHONY: run
 run: venv ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).
@@ -64,6 +66,25 @@ validate: venv ## Lint the SAM template with sam validate --lint.
 .PHONY: sam-build
 sam-build: venv ## sam build, with the same small-binary flags as make build.
 	GOFLAGS="-trimpath -ldflags=-s -tags=lambda.norpc" CGO_ENABLED=0 $(VENV)/bin/sam build
+
+$(VENV)/.localstack: $(VENV)/.installed localstack/requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r localstack/requirements.txt
+	touch $@
+
+.PHONY: localstack-tools
+localstack-tools: $(VENV)/.localstack ## Install samlocal into .venv.
+
+.PHONY: localstack-up
+localstack-up: ## Start LocalStack (needs Docker and LOCALSTACK_AUTH_TOKEN).
+	localstack/up.sh
+
+.PHONY: localstack-deploy
+localstack-deploy: localstack-tools ## Build and deploy template.yaml to LocalStack with samlocal.
+	localstack/deploy.sh
+
+.PHONY: localstack-test
+localstack-test: venv ## Run the suites and the deployed-stack e2e test against LocalStack.
+	localstack/test.sh
 
 .PHONY: clean
 clean: ## Remove build output (keeps .venv and bin/tools).
