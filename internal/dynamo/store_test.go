@@ -3,6 +3,8 @@ package dynamo_test
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,4 +383,24 @@ func deadKeys(t *testing.T, s *dynamo.Store, queue string) []string {
 		keys = append(keys, it["pk"].(*types.AttributeValueMemberS).Value)
 	}
 	return keys
+}
+
+func TestStore_ConcurrentClaimsOfOneRowHaveOneWinner(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	for round := range 20 {
+		key := "race-" + strconv.Itoa(round)
+		stage(t, s, key)
+		var wg sync.WaitGroup
+		var wins atomic.Int32
+		for range 8 {
+			wg.Go(func() {
+				if _, err := s.Claim(context.Background(), key, t0, lease, maxAttempts); err == nil {
+					wins.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, int32(1), wins.Load(), "round %d: exactly one claim wins", round)
+	}
 }

@@ -1,10 +1,14 @@
 // Package moto runs the moto server — one process that speaks DynamoDB,
 // DynamoDB Streams and SQS — from the project virtualenv, on a free
 // loopback port, in its own process group, so nothing outlives its parent.
+// It starts moto through server.py, which makes DynamoDB item writes atomic
+// as they are in DynamoDB (moto alone lets two concurrent conditional
+// writes to one item both succeed).
 package moto
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -23,11 +27,11 @@ type Server struct {
 	cmd *exec.Cmd
 }
 
-// Path finds the moto_server executable: $OUTFLOW_MOTO_SERVER, else the
-// project virtualenv (.venv/bin/moto_server above the working directory),
-// else $PATH.
+// Path finds the Python that has moto installed: $OUTFLOW_MOTO_PYTHON,
+// else the project virtualenv (.venv/bin/python in the working directory
+// or above it).
 func Path() (string, error) {
-	if p := os.Getenv("OUTFLOW_MOTO_SERVER"); p != "" {
+	if p := os.Getenv("OUTFLOW_MOTO_PYTHON"); p != "" {
 		return p, nil
 	}
 	dir, err := os.Getwd()
@@ -35,9 +39,8 @@ func Path() (string, error) {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, ".venv", "bin", "moto_server")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		if _, err := os.Stat(filepath.Join(dir, ".venv", "bin", "moto_server")); err == nil {
+			return filepath.Join(dir, ".venv", "bin", "python"), nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -45,11 +48,13 @@ func Path() (string, error) {
 		}
 		dir = parent
 	}
-	if p, err := exec.LookPath("moto_server"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("moto_server not found: run `make venv` (or `make test`, which depends on it) to install it into .venv")
+	return "", errors.New("moto is not installed: run `make venv` (make test and make run depend on it) to install it into .venv")
 }
+
+// launcher is server.py: moto_server with atomic item writes.
+//
+//go:embed server.py
+var launcher string
 
 // Start starts a moto server on a free loopback port and waits until it
 // answers. It runs in its own process group and dies with its parent.
@@ -62,7 +67,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", port)
+	cmd := exec.Command(path, "-c", launcher, "-H", "127.0.0.1", "-p", port)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if os.Getenv("OUTFLOW_MOTO_LOG") != "" {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
