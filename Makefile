@@ -38,6 +38,13 @@ tools: $(TOOLS)/aws-lambda-rie ## Install the pinned Lambda Runtime Interface Em
 test: venv tools ## Run every test: unit tests and integration tests against a moto server the tests start.
 	$(GO) test -count=1 -race ./...
 
+SOAK_ROWS ?= 20000
+
+.PHONY: soak
+soak: venv ## The long soak: SOAK_ROWS rows (20000) under random faults; prints and saves its report (SOAK_SEED= replays).
+	OUTFLOW_SOAK_ROWS=$(SOAK_ROWS) OUTFLOW_SOAK_SEED=$(SOAK_SEED) OUTFLOW_SOAK_REPORT=$(abspath docs/soak-report.txt) \
+		$(GO) test -count=1 -run TestSoak -timeout 90m -v ./internal/outbox
+
 .PHONY: lint
 lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck and shellcheck.
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

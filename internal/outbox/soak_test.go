@@ -1,0 +1,441 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/faults"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// ledger records what really happened, below the faults: every claim,
+// successful send and successful settle, in one global order.
+type ledger struct {
+	mu      sync.Mutex
+	seq     int
+	claims  map[string][]string // key -> tokens, in order
+	sends   map[string][]int    // key -> seq of each accepted send
+	settles map[string][]settle // key -> successful settles
+	bad     []string            // violations seen as they happened
+}
+
+type settle struct {
+	seq   int
+	op    string
+	token string
+	final bool
+}
+
+func newLedger() *ledger {
+	return &ledger{claims: map[string][]string{}, sends: map[string][]int{}, settles: map[string][]settle{}}
+}
+
+func (l *ledger) next() int { l.seq++; return l.seq }
+
+// recStore records the real store's successful transitions.
+type recStore struct {
+	outbox.Store
+	l *ledger
+}
+
+func (s recStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
+	row, err := s.Store.Claim(ctx, key, now, lease, max)
+	if err == nil {
+		s.l.mu.Lock()
+		s.l.next()
+		s.l.claims[key] = append(s.l.claims[key], row.Token)
+		if row.Attempt > max {
+			s.l.bad = append(s.l.bad, fmt.Sprintf("%s claimed at attempt %d > %d", key, row.Attempt, max))
+		}
+		s.l.mu.Unlock()
+	}
+	return row, err
+}
+
+func (s recStore) settled(op string, row outbox.Row, final bool, err error) error {
+	if err != nil {
+		return err
+	}
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	claims := s.l.claims[row.Key]
+	if len(claims) == 0 || claims[len(claims)-1] != row.Token {
+		s.l.bad = append(s.l.bad, fmt.Sprintf("%s: %s succeeded with a token that is not the latest claim", row.Key, op))
+	}
+	s.l.settles[row.Key] = append(s.l.settles[row.Key], settle{seq: s.l.next(), op: op, token: row.Token, final: final})
+	return nil
+}
+
+func (s recStore) Done(ctx context.Context, row outbox.Row, now time.Time) error {
+	return s.settled("done", row, true, s.Store.Done(ctx, row, now))
+}
+
+func (s recStore) Retry(ctx context.Context, row outbox.Row, due time.Time, h []outbox.AttemptError) error {
+	return s.settled("retry", row, false, s.Store.Retry(ctx, row, due, h))
+}
+
+func (s recStore) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, h []outbox.AttemptError) error {
+	return s.settled("dead-letter", row, true, s.Store.DeadLetter(ctx, row, now, h))
+}
+
+func (s recStore) Release(ctx context.Context, row outbox.Row) error {
+	return s.settled("release", row, false, s.Store.Release(ctx, row))
+}
+
+// recDeliverer records accepted sends.
+type recDeliverer struct {
+	next outbox.Deliverer
+	l    *ledger
+}
+
+func (d recDeliverer) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
+	errs := d.next.Deliver(ctx, queue, rows)
+	d.l.mu.Lock()
+	defer d.l.mu.Unlock()
+	for i, err := range errs {
+		if err == nil {
+			d.l.sends[rows[i].Key] = append(d.l.sends[rows[i].Key], d.l.next())
+		}
+	}
+	return errs
+}
+
+// sweeperStore tracks one sweep's claims and settles, to find the rows a
+// crash left mid-flight.
+type sweeperStore struct {
+	outbox.Store
+	mu      sync.Mutex
+	claimed map[string]bool
+}
+
+func (s *sweeperStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
+	row, err := s.Store.Claim(ctx, key, now, lease, max)
+	if err == nil {
+		s.mu.Lock()
+		s.claimed[key] = true
+		s.mu.Unlock()
+	}
+	return row, err
+}
+
+func (s *sweeperStore) Done(ctx context.Context, row outbox.Row, now time.Time) error {
+	err := s.Store.Done(ctx, row, now)
+	if err == nil {
+		s.mu.Lock()
+		delete(s.claimed, row.Key)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
+// FIFO) plus bad input, runs three concurrent sweepers and the wake under
+// seeded random faults on a virtual clock until quiescent, then checks the
+// six invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in
+// make test; make soak runs 20,000), OUTFLOW_SOAK_SEED replays a run.
+func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
+	t.Parallel()
+	rows := envInt("OUTFLOW_SOAK_ROWS", 500)
+	seed := uint64(envInt("OUTFLOW_SOAK_SEED", int(time.Now().UnixNano()%1_000_000_007)))
+	t.Logf("soak: %d rows, seed %d (OUTFLOW_SOAK_SEED=%d replays the same faults)", rows, seed, seed)
+	defer func() {
+		if t.Failed() {
+			t.Logf("FAILED with seed %d: rerun with OUTFLOW_SOAK_SEED=%d OUTFLOW_SOAK_ROWS=%d", seed, seed, rows)
+		}
+	}()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	clock := newClock()
+	db := awstest.DynamoDB(t)
+	table := awstest.NewTable(t)
+	store, err := dynamo.New(db, dynamo.Config{Table: table, Shards: 4})
+	require.NoError(t, err)
+	routes := delivery.Routes{"q1": awstest.NewQueue(t, false), "q2": awstest.NewQueue(t, false), "q3": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
+
+	plan := faults.NewPlan(seed, map[faults.Kind]float64{
+		faults.SendCall: 0.02, faults.SendEntry: 0.03, faults.SendSender: 0.005, faults.SendAmbiguous: 0.01,
+		faults.SettleBefore: 0.02, faults.SettleAfter: 0.01, faults.Throttle: 0.01, faults.Delay: 0.01,
+		faults.ClaimAmbiguous: 0.01, faults.Crash: 0.1,
+	})
+	led := newLedger()
+	real := recStore{Store: store, l: led}
+	sender := faults.Deliverer{Next: recDeliverer{next: delivery.New(awstest.SQS(t), routes, 0), l: led}, Plan: plan}
+	policy := outbox.DefaultPolicy()
+	policy.MaxAttempts = 6
+	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
+	policy.Lease = 5 * time.Second
+	policy.WakeGrace = 0
+	policy.PageSize = 500
+	policy.Concurrency = 8
+	policy.RowBudget = max(400, rows/20)
+	policy.BatchLinger = 5 * time.Millisecond
+
+	// Stage: good rows on four queues, and bad input — an unknown route, a
+	// FIFO row with no group, items with no payload — written by hand.
+	type staged struct {
+		queue string
+		bad   string // the dead-letter reason expected, if any
+	}
+	all := map[string]staged{}
+	var waves [4][]string
+	queues := []string{"q1", "q2", "q3", "events.fifo"}
+	for i := range rows {
+		key := fmt.Sprintf("soak-%06d", i)
+		q := queues[rng.IntN(len(queues))]
+		row := outbox.Row{Key: key, Queue: q, Payload: []byte(fmt.Sprintf(`{"n":%d,"secret":"payload-%d"}`, i, i)), Attributes: map[string]string{"kind": "soak"}}
+		if q == "events.fifo" {
+			row.Group = "g" + strconv.Itoa(rng.IntN(8))
+		}
+		s := staged{queue: q}
+		switch r := rng.Float64(); {
+		case r < 0.01:
+			row.Queue, s = "nowhere", staged{queue: "nowhere", bad: "no route"}
+		case r < 0.015:
+			row.Queue, row.Group, s = "events.fifo", "", staged{queue: "events.fifo", bad: "needs a message group"}
+		}
+		all[key] = s
+		waves[i%4] = append(waves[i%4], key)
+		if rng.Float64() < 0.005 {
+			all[key] = staged{queue: q, bad: "malformed"}
+			putNoPayload(t, db, table, key, q, clock.Now())
+			continue
+		}
+		require.NoError(t, store.Stage(ctx, row, clock.Now()))
+	}
+
+	// Run: each round, three sweepers (some crash) and the wake for the
+	// wave staged that round; the clock moves one second per round.
+	var sweeps, crashes atomic.Int64
+	runRound := func(round int, wake []string) {
+		var wg sync.WaitGroup
+		for w := range 3 {
+			wg.Go(func() {
+				ss := &sweeperStore{Store: faults.Store{Store: real, Plan: plan}, claimed: map[string]bool{}}
+				e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
+				require.NoError(t, err)
+				sctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				if plan.Hit(faults.Crash, round, w) {
+					crashes.Add(1)
+					time.AfterFunc(time.Duration(20+rng.IntN(200))*time.Millisecond, cancel)
+				}
+				_, _ = e.Sweep(sctx)
+				sweeps.Add(1)
+				if sctx.Err() != nil {
+					ss.mu.Lock()
+					for k := range ss.claimed {
+						plan.MarkDuplicateWindow(k) // it may have been sent before the crash
+					}
+					ss.mu.Unlock()
+				}
+			})
+		}
+		if len(wake) > 0 {
+			wg.Go(func() {
+				e, err := outbox.New(faults.Store{Store: real, Plan: plan}, sender, policy, outbox.WithClock(clock.Now))
+				require.NoError(t, err)
+				_, _ = e.DeliverKeys(ctx, wake)
+			})
+		}
+		wg.Wait()
+		clock.Advance(time.Second)
+	}
+	round := 0
+	for ; round < 20; round++ {
+		var wake []string
+		if round < len(waves) {
+			wake = waves[round]
+		}
+		runRound(round, wake)
+	}
+	// Quiesce: faults off, leases and backoffs expire, sweeps drain.
+	plan.Stop()
+	drained := false
+	for range 40 {
+		clock.Advance(10 * time.Second)
+		runRound(round, nil)
+		round++
+		if len(dueKeys(t, store, clock.Now().Add(time.Hour))) == 0 {
+			drained = true
+			break
+		}
+	}
+	require.True(t, drained, "invariant 2: no row is stuck once faults stop and leases expire")
+
+	// Collect what arrived.
+	received := map[string]int{}
+	for _, url := range routes {
+		for k, n := range drain(t, url) {
+			received[k] += n
+		}
+	}
+
+	// Check the invariants.
+	windows := plan.DuplicateWindows()
+	deadReasons := map[string]int{}
+	var delivered, duplicates, failed int
+	for key, s := range all {
+		row, err := store.Get(ctx, key)
+		if err != nil && row == nil {
+			require.NoError(t, err)
+		}
+		switch {
+		case row == nil: // done and deleted
+			require.Positive(t, received[key], "invariant 1: %s was settled done but never arrived", key)
+			require.Empty(t, s.bad, "invariant 6: %s should have been dead-lettered (%s)", key, s.bad)
+		default:
+			require.Equal(t, outbox.StatusFailed, row.Status, "invariant 1: %s ended %s", key, row.Status)
+			require.NotEmpty(t, row.Errors, "invariant 1: dead letter %s has no error history", key)
+			failed++
+			reason := row.LastError
+			switch {
+			case s.bad != "":
+				require.Contains(t, reason, s.bad, "invariant 6: %s", key)
+			case strings.Contains(reason, string(faults.SendSender)):
+			case row.Attempt >= policy.MaxAttempts:
+			default:
+				t.Errorf("invariant 5: %s is dead with neither a permanent error nor a spent budget: attempt %d, %q", key, row.Attempt, reason)
+			}
+			require.LessOrEqual(t, row.Attempt, policy.MaxAttempts, "invariant 5: %s", key)
+			deadReasons[classify(reason)]++
+		}
+		if n := received[key]; n > 0 {
+			delivered++
+			if n > 1 {
+				duplicates += n - 1
+				led.mu.Lock()
+				detail := fmt.Sprintf("claims %d, accepted sends %v, settles %+v", len(led.claims[key]), led.sends[key], led.settles[key])
+				led.mu.Unlock()
+				require.GreaterOrEqual(t, windows[key], n-1, "invariant 4: %s arrived %d times, with %d faults to explain it (%s)", key, n, windows[key], detail)
+			}
+		}
+		// Invariant 3: nothing is sent after the row's final settle.
+		led.mu.Lock()
+		for _, st := range led.settles[key] {
+			if !st.final {
+				continue
+			}
+			for _, sent := range led.sends[key] {
+				if sent > st.seq {
+					t.Errorf("invariant 3: %s was sent after it settled %s", key, st.op)
+				}
+			}
+		}
+		led.mu.Unlock()
+	}
+	led.mu.Lock()
+	require.Empty(t, led.bad, "invariants 3 and 5, as they happened")
+	led.mu.Unlock()
+
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d\n  delivered (unique)     %d\n  duplicates             %d (rows with a fault window: %d)\n  dead letters           %d\n%s\n  sweeps                 %d (crashed %d), rounds %d\n%s",
+		seed, len(all), delivered, duplicates, len(windows), failed, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, plan.Report())
+	t.Log("\n" + report)
+	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
+		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
+	}
+}
+
+func classify(reason string) string {
+	for _, c := range []string{"no route", "needs a message group", "malformed", string(faults.SendSender), "lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)} {
+		if strings.Contains(reason, c) {
+			return c
+		}
+	}
+	return reason
+}
+
+func formatReasons(m map[string]int) string {
+	lines := make([]string, 0, len(m))
+	for r, n := range m {
+		lines = append(lines, fmt.Sprintf("    %-38s %d", r, n))
+	}
+	sort.Strings(lines)
+	return "  dead letters by reason\n" + strings.Join(lines, "\n")
+}
+
+func dueKeys(t *testing.T, s *dynamo.Store, now time.Time) []string {
+	t.Helper()
+	var keys []string
+	for shard := range s.Shards() {
+		var after *outbox.DueRef
+		for {
+			refs, more, err := s.QueryDue(context.Background(), shard, now, after, 1000)
+			require.NoError(t, err)
+			for _, r := range refs {
+				keys = append(keys, r.Key)
+			}
+			if !more || len(refs) == 0 {
+				break
+			}
+			after = &refs[len(refs)-1]
+		}
+	}
+	return keys
+}
+
+// drain receives and deletes every message on a queue and counts them by
+// key. It must delete: a FIFO queue holds back a group's next message
+// while one is in flight.
+func drain(t *testing.T, url string) map[string]int {
+	t.Helper()
+	client := awstest.SQS(t)
+	got := map[string]int{}
+	empty := 0
+	for empty < 3 {
+		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{delivery.AttrKey},
+		})
+		require.NoError(t, err)
+		if len(out.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		var del []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			got[aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)]++
+			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		_, err = client.DeleteMessageBatch(context.Background(), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del})
+		require.NoError(t, err)
+	}
+	return got
+}
+
+func putNoPayload(t *testing.T, db *dynamodb.Client, table, key, queue string, now time.Time) {
+	t.Helper()
+	ms := strconv.FormatInt(now.UnixMilli(), 10)
+	_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: key}, "queue": &types.AttributeValueMemberS{Value: queue},
+		"status": &types.AttributeValueMemberS{Value: "pending"}, "attempt": &types.AttributeValueMemberN{Value: "0"},
+		"created_at": &types.AttributeValueMemberN{Value: ms}, "due_at": &types.AttributeValueMemberN{Value: ms},
+		"shard": &types.AttributeValueMemberS{Value: dynamo.ShardOf(key, 4)},
+	}})
+	require.NoError(t, err)
+}
