@@ -1,0 +1,167 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// modelRow is the state machine of design.md, in memory.
+type modelRow struct {
+	exists     bool
+	status     outbox.Status
+	attempt    int
+	token      string
+	leaseUntil time.Time
+	dueAt      time.Time
+}
+
+// held is a claim some worker holds, perhaps long stale.
+type held struct {
+	key string
+	row outbox.Row
+}
+
+var checkSeq atomic.Int64
+
+// TestStateMachine_ConditionsMatchTheModel drives random interleavings of
+// stage, claim, done, retry, dead-letter, release, expire and redrive —
+// settles using any claim ever taken, stale or not — against the store on
+// the test endpoint, and checks every outcome against an in-memory model.
+// Two live claims of one row, or a settle with a stale token, would show
+// as a write the model refuses but the store applies.
+func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	const max = 3
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		check := checkSeq.Add(1)
+		keys := []string{fmt.Sprintf("c%d-a", check), fmt.Sprintf("c%d-b", check)}
+		model := map[string]*modelRow{keys[0]: {}, keys[1]: {}}
+		now := t0
+		var claims []held
+
+		expect := func(op string, want bool, err error) {
+			var conflict *outbox.ConflictError
+			switch {
+			case err == nil && !want:
+				rt.Fatalf("%s applied, but the model refuses it", op)
+			case err != nil && want:
+				rt.Fatalf("%s refused (%v), but the model applies it", op, err)
+			case err != nil && !errors.As(err, &conflict):
+				rt.Fatalf("%s failed outright: %v", op, err)
+			}
+		}
+		current := func(h held) bool {
+			m := model[h.key]
+			return m.exists && m.status == outbox.StatusClaimed && m.token == h.row.Token
+		}
+
+		rt.Repeat(map[string]func(*rapid.T){
+			"stage": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				m := model[k]
+				err := s.Stage(ctx, outbox.Row{Key: k, Queue: "q", Payload: []byte("x")}, now)
+				expect("stage "+k, !m.exists, err)
+				if !m.exists {
+					*m = modelRow{exists: true, status: outbox.StatusPending, dueAt: now}
+				}
+			},
+			"claim": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				m := model[k]
+				ok := m.exists && !m.dueAt.After(now) && m.attempt < max &&
+					(m.status == outbox.StatusPending || m.status == outbox.StatusClaimed && m.leaseUntil.Before(now))
+				row, err := s.Claim(ctx, k, now, lease, max)
+				expect("claim "+k, ok, err)
+				if ok {
+					m.status, m.attempt, m.token, m.leaseUntil = outbox.StatusClaimed, m.attempt+1, row.Token, now.Add(lease)
+					claims = append(claims, held{key: k, row: row})
+				}
+			},
+			"settle": func(rt *rapid.T) {
+				if len(claims) == 0 {
+					rt.Skip("no claim taken yet")
+				}
+				h := rapid.SampledFrom(claims).Draw(rt, "claim")
+				op := rapid.SampledFrom([]string{"done", "retry", "dead-letter", "release"}).Draw(rt, "op")
+				ok := current(h)
+				m := model[h.key]
+				hist := []outbox.AttemptError{{At: now, Attempt: h.row.Attempt, Message: op}}
+				var err error
+				switch op {
+				case "done":
+					err = s.Done(ctx, h.row, now)
+					if ok {
+						*m = modelRow{}
+					}
+				case "retry":
+					delay := time.Duration(rapid.IntRange(0, 3).Draw(rt, "delay")) * lease / 2
+					err = s.Retry(ctx, h.row, now.Add(delay), hist)
+					if ok {
+						m.status, m.token, m.dueAt = outbox.StatusPending, "", now.Add(delay)
+					}
+				case "dead-letter":
+					err = s.DeadLetter(ctx, h.row, now, hist)
+					if ok {
+						m.status, m.token = outbox.StatusFailed, ""
+					}
+				case "release":
+					err = s.Release(ctx, h.row)
+					if ok {
+						m.status, m.token, m.attempt = outbox.StatusPending, "", m.attempt-1
+					}
+				}
+				expect(op+" "+h.key, ok, err)
+			},
+			"expire": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				m := model[k]
+				ok := m.exists && m.attempt >= max &&
+					(m.status == outbox.StatusClaimed && m.leaseUntil.Before(now) || m.status == outbox.StatusPending && !m.dueAt.After(now))
+				err := s.Expire(ctx, outbox.Row{Key: k, Queue: "q"}, now, max, []outbox.AttemptError{{Message: "expired"}})
+				expect("expire "+k, ok, err)
+				if ok {
+					m.status, m.token = outbox.StatusFailed, ""
+				}
+			},
+			"redrive": func(rt *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				m := model[k]
+				ok := m.exists && m.status == outbox.StatusFailed
+				expect("redrive "+k, ok, s.Redrive(ctx, k, now))
+				if ok {
+					m.status, m.attempt, m.dueAt = outbox.StatusPending, 0, now
+				}
+			},
+			"advance": func(rt *rapid.T) {
+				now = now.Add(time.Duration(rapid.IntRange(1, 4).Draw(rt, "halfLeases")) * lease / 2)
+			},
+			"": func(rt *rapid.T) {
+				for _, k := range keys {
+					got, err := s.Get(ctx, k)
+					require.NoError(rt, err)
+					m := model[k]
+					if !m.exists {
+						require.Nil(rt, got, k)
+						continue
+					}
+					require.NotNil(rt, got, k)
+					require.Equal(rt, m.status, got.Status, k)
+					require.Equal(rt, m.attempt, got.Attempt, k)
+					require.LessOrEqual(rt, got.Attempt, max, k)
+				}
+			},
+		})
+	})
+}
+
