@@ -1,8 +1,11 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -427,5 +430,35 @@ func TestSweep_DeadLettersMalformedRowsWithoutHoldingUpOthers(t *testing.T) {
 		require.NotNil(t, got)
 		require.Equal(t, outbox.StatusFailed, got.Status, key)
 		require.Contains(t, got.LastError, "malformed", key)
+	}
+}
+
+func TestSweep_LogsNeverCarryPayloadsOrAttributeValues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	secret := func(i int) string { return fmt.Sprintf("top-secret-%d", i) }
+	for i := range 6 {
+		queue := []string{"orders", "nowhere", "emails"}[i%3]
+		h.stage(t, outbox.Row{Key: fmt.Sprintf("k%d", i), Queue: queue, Payload: []byte(`{"card":"` + secret(i) + `"}`),
+			Attributes: map[string]string{"customer": "attr-" + secret(i)}})
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	flaky := faultDeliverer{next: h.sqs, fail: func(r outbox.Row) error {
+		if r.Queue == "emails" {
+			return errors.New("throttled")
+		}
+		return nil
+	}}
+	e, err := outbox.New(h.store, flaky, testPolicy(), outbox.WithClock(h.clock.Now), outbox.WithLogger(log))
+	require.NoError(t, err)
+	res, err := e.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Delivered)
+	require.Equal(t, 2, res.Retried)
+	require.Equal(t, 2, res.DeadLettered)
+	require.NotEmpty(t, logs.String(), "retries and dead letters are logged")
+	for i := range 6 {
+		require.NotContains(t, logs.String(), secret(i))
 	}
 }
