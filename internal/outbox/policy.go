@@ -37,8 +37,9 @@ type Policy struct {
 	DeadlineMargin time.Duration
 	// RowBudget caps the rows one sweep claims.
 	RowBudget int
-	// BatchLinger is how long a partial batch waits for more rows of its
-	// queue before it is sent anyway.
+	// BatchLinger caps how long a partial batch waits for more rows of its
+	// queue while claims are still arriving; a partial batch goes out at
+	// once when nothing more is on its way.
 	BatchLinger time.Duration
 }
 
@@ -56,7 +57,7 @@ func DefaultPolicy() Policy {
 		Concurrency:       16,
 		DeadlineMargin:    10 * time.Second,
 		RowBudget:         10000,
-		BatchLinger:       20 * time.Millisecond,
+		BatchLinger:       500 * time.Millisecond,
 	}
 }
 

@@ -60,10 +60,13 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 	}()
 
 	var claimers sync.WaitGroup
+	var claiming atomic.Int64
 	for range conc {
 		claimers.Go(func() {
 			for ref := range refs {
+				claiming.Add(1)
 				r.claim(ctx, ref, claimed)
+				claiming.Add(-1)
 			}
 		})
 	}
@@ -74,7 +77,7 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 
 	go func() {
 		defer close(batches)
-		r.batch(claimed, batches)
+		r.batch(claimed, batches, func() bool { return len(refs) == 0 && claiming.Load() == 0 })
 	}()
 
 	var senders sync.WaitGroup
@@ -226,26 +229,15 @@ func (r *run) count(ctx context.Context, op, key string, err error, ok *atomic.I
 }
 
 // batch groups claimed rows by queue and emits a group when it is full,
-// when its oldest row has waited BatchLinger, or when input ends.
-func (r *run) batch(in <-chan Row, out chan<- []Row) {
+// when input ends, when nothing more is on its way (no reference queued and
+// no claim in flight), or when its oldest row has waited BatchLinger. So a
+// backlog drain sends full batches however slow the claims are, and a lone
+// row is not held back.
+func (r *run) batch(in <-chan Row, out chan<- []Row, upstreamIdle func() bool) {
 	groups := map[string][]Row{}
 	since := map[string]time.Time{}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	armed := false
-	arm := func() {
-		if armed || len(groups) == 0 {
-			return
-		}
-		var oldest time.Time
-		for _, t := range since {
-			if oldest.IsZero() || t.Before(oldest) {
-				oldest = t
-			}
-		}
-		timer.Reset(max(0, r.policy.BatchLinger-time.Since(oldest)))
-		armed = true
-	}
+	tick := time.NewTicker(batchCheck)
+	defer tick.Stop()
 	emit := func(q string) {
 		out <- groups[q]
 		delete(groups, q)
@@ -268,18 +260,19 @@ func (r *run) batch(in <-chan Row, out chan<- []Row) {
 			if len(groups[q]) == sendBatch {
 				emit(q)
 			}
-			arm()
-		case <-timer.C:
-			armed = false
+		case <-tick.C:
+			idle := upstreamIdle() && len(in) == 0
 			for q, t := range since {
-				if time.Since(t) >= r.policy.BatchLinger {
+				if idle || time.Since(t) >= r.policy.BatchLinger {
 					emit(q)
 				}
 			}
-			arm()
 		}
 	}
 }
+
+// batchCheck is how often the batcher looks for partial batches to send.
+const batchCheck = 2 * time.Millisecond
 
 // send delivers one batch and settles every row in it, or releases the
 // batch if the deadline margin has been reached.

@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// Queues are the four queues benchmark rows are spread over.
+var Queues = []string{"q1", "q2", "q3", "q4.fifo"}
+
+// PayloadBytes is the payload size of benchmark rows.
+const PayloadBytes = 200
+
+var epoch = time.UnixMilli(1_800_000_000_000)
+
+func policy(concurrency int) outbox.Policy {
+	p := outbox.DefaultPolicy()
+	p.WakeGrace = 0
+	p.Concurrency = concurrency
+	p.RowBudget = 1 << 30
+	p.PageSize = 1000
+	return p
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Overhead is the engine's own cost per row, with zero-latency fakes.
+type Overhead struct {
+	NsPerRow     float64 // wall time
+	CPUNsPerRow  float64 // user+system CPU time
+	AllocsPerRow float64
+	BytesPerRow  float64
+}
+
+// overhead runs f (which processes rows rows) b.N times and reports per-row
+// figures as benchmark metrics.
+func overhead(b *testing.B, rows int, setup func() func()) {
+	b.ReportAllocs()
+	var ms0, ms1 runtime.MemStats
+	var cpu time.Duration
+	var n int
+	for b.Loop() {
+		b.StopTimer()
+		run := setup()
+		runtime.ReadMemStats(&ms0)
+		c0 := cpuTime()
+		b.StartTimer()
+		run()
+		b.StopTimer()
+		cpu += cpuTime() - c0
+		runtime.ReadMemStats(&ms1)
+		b.StartTimer()
+		n++
+		b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(rows), "allocs/row")
+		b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(rows), "B/row")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*rows), "ns/row")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n*rows), "cpu-ns/row")
+}
+
+// SweepOverhead benchmarks one sweep of rows rows through the engine.
+func SweepOverhead(rows int) func(*testing.B) {
+	return func(b *testing.B) {
+		overhead(b, rows, func() func() {
+			store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
+			e, err := outbox.New(store, &Sink{}, policy(16), outbox.WithClock(func() time.Time { return epoch }))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() {
+				if res, err := e.Sweep(context.Background()); err != nil || res.Delivered != rows {
+					b.Fatalf("delivered %d of %d: %v", res.Delivered, rows, err)
+				}
+			}
+		})
+	}
+}
+
+// WakeOverhead benchmarks the wake's path over rows named keys.
+func WakeOverhead(rows int) func(*testing.B) {
+	keys := make([]string, rows)
+	for i := range keys {
+		keys[i] = Key(i)
+	}
+	return func(b *testing.B) {
+		overhead(b, rows, func() func() {
+			store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
+			e, err := outbox.New(store, &Sink{}, policy(16), outbox.WithClock(func() time.Time { return epoch }))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return func() {
+				if res, err := e.DeliverKeys(context.Background(), keys); err != nil || res.Delivered != rows {
+					b.Fatalf("delivered %d of %d: %v", res.Delivered, rows, err)
+				}
+			}
+		})
+	}
+}
+
+// Throughput is a rows-per-second measurement.
+type Throughput struct {
+	Rows     int
+	Elapsed  time.Duration
+	RowsPerS float64
+}
+
+func measure(rows int, f func() int) Throughput {
+	start := time.Now()
+	got := f()
+	el := time.Since(start)
+	return Throughput{Rows: got, Elapsed: el, RowsPerS: float64(got) / el.Seconds()}
+}
+
+// PipelinedSweep drains rows through one sweep with the given latencies.
+func PipelinedSweep(rows, concurrency int, storeLat, sendLat time.Duration) Throughput {
+	store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
+	store.Latency = storeLat
+	e, err := outbox.New(store, &Sink{Latency: sendLat}, policy(concurrency), outbox.WithClock(func() time.Time { return epoch }))
+	if err != nil {
+		panic(err)
+	}
+	return measure(rows, func() int {
+		res, _ := e.Sweep(context.Background())
+		return res.Delivered
+	})
+}
+
+// NaiveSweep drains rows one at a time with the given latencies.
+func NaiveSweep(rows int, storeLat, sendLat time.Duration) Throughput {
+	store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
+	store.Latency = storeLat
+	return measure(rows, func() int {
+		n, _ := Naive(context.Background(), store, &Sink{Latency: sendLat}, func() time.Time { return epoch }, time.Minute, 8, 1000)
+		return n
+	})
+}
+
+// IdealBound is the best rows/s a pipeline of the given concurrency can
+// reach with these latencies: every row costs one claim and one settle on
+// the store, each of Concurrency workers holding one request at a time,
+// and a send per 10 rows. Claims and settles run in separate worker pools,
+// so the bound is the slower of the two stages.
+func IdealBound(concurrency int, storeLat, sendLat time.Duration) float64 {
+	claims := float64(concurrency) / storeLat.Seconds()
+	// A sender sends 10 rows, then settles them in parallel.
+	sends := float64(concurrency) * 10 / (sendLat + storeLat).Seconds()
+	return min(claims, sends)
+}
+
+// Memory is the peak heap and RSS while sweeping a backlog.
+type Memory struct {
+	Rows      int
+	PeakHeap  uint64
+	PeakRSS   uint64
+	StoreSize uint64 // bytes the synthetic store itself holds
+}
+
+// SweepMemory sweeps a rows-row backlog in pages, sampling the heap, and
+// reads the process's peak RSS. Run it in a fresh process per size.
+func SweepMemory(rows int) Memory {
+	store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
+	e, err := outbox.New(store, &Sink{}, policy(16), outbox.WithClock(func() time.Time { return epoch }))
+	if err != nil {
+		panic(err)
+	}
+	runtime.GC()
+	stop := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		var max uint64
+		var ms runtime.MemStats
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			max = maxU(max, ms.HeapInuse)
+			select {
+			case <-stop:
+				peak <- max
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	if res, _ := e.Sweep(context.Background()); res.Delivered != rows {
+		panic("sweep did not deliver every row")
+	}
+	close(stop)
+	return Memory{Rows: rows, PeakHeap: <-peak, PeakRSS: peakRSS(), StoreSize: uint64(rows) * 22}
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
