@@ -38,6 +38,10 @@ tools: $(TOOLS)/aws-lambda-rie ## Install the pinned Lambda Runtime Interface Em
 test: venv tools ## Run every test: unit tests and integration tests against a moto server the tests start.
 	$(GO) test -count=1 -race ./...
 
+.PHONY: bench
+bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency; writes docs/benchmarks.md.
+	$(GO) run ./cmd/outflow-bench -out docs
+
 SOAK_ROWS ?= 20000
 
 .PHONY: soak

@@ -162,7 +162,7 @@ type Memory struct {
 	Rows      int
 	PeakHeap  uint64
 	PeakRSS   uint64
-	StoreSize uint64 // bytes the synthetic store itself holds
+	StoreSize uint64 // bytes the synthetic store itself holds at rest
 }
 
 // SweepMemory sweeps a rows-row backlog in pages, sampling the heap, and
@@ -196,7 +196,7 @@ func SweepMemory(rows int) Memory {
 		panic("sweep did not deliver every row")
 	}
 	close(stop)
-	return Memory{Rows: rows, PeakHeap: <-peak, PeakRSS: peakRSS(), StoreSize: uint64(rows) * 22}
+	return Memory{Rows: rows, PeakHeap: <-peak, PeakRSS: peakRSS(), StoreSize: uint64(rows+7) / 8}
 }
 
 func maxU(a, b uint64) uint64 {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,45 +16,41 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// Row states in a SynthStore.
-const (
-	pending uint8 = iota
-	claimed
-	done
-	failed
-)
-
-// SynthStore is an outbox.Store over n synthetic rows held in a few bytes
-// each, so a benchmark measures the engine, not the store. Every call
-// sleeps Latency, outside the lock, like a request's round trip.
+// SynthStore is an outbox.Store over n synthetic rows. Its memory is a
+// bit per row plus the rows in flight, so a benchmark measures the engine,
+// not the store: a pending row is one that is neither done, failed nor
+// claimed, due at the common due time unless retried. Every call sleeps
+// Latency, outside the lock, like a request's round trip.
 type SynthStore struct {
 	Latency time.Duration
 	// Calls counts store calls, by method name.
 	Calls sync.Map
 
-	mu      sync.Mutex
-	shards  int
-	status  []uint8
-	attempt []uint8
-	token   []uint32
-	lease   []int64
-	due     []int64
-	queues  []string
-	payload []byte
-	tokens  atomic.Uint32
+	mu       sync.Mutex
+	n        int
+	shards   int
+	settled  []uint64           // bit per row: done or failed
+	claims   map[int]claimState // claimed rows
+	attempts map[int]uint8      // pending rows with attempts behind them
+	dues     map[int]int64      // rows due other than at due
+	due      int64
+	queues   []string
+	payload  []byte
+	tokens   atomic.Uint32
+}
+
+type claimState struct {
+	token   uint32
+	lease   int64
+	attempt uint8
 }
 
 // NewSynthStore returns n pending rows, due at due, spread over queues.
 func NewSynthStore(n, shards int, queues []string, payloadBytes int, due time.Time) *SynthStore {
 	s := &SynthStore{
-		shards: shards, status: make([]uint8, n), attempt: make([]uint8, n), token: make([]uint32, n),
-		lease: make([]int64, n), due: make([]int64, n), queues: queues, payload: make([]byte, payloadBytes),
-	}
-	for i := range s.payload {
-		s.payload[i] = 'x'
-	}
-	for i := range s.due {
-		s.due[i] = due.UnixMilli()
+		n: n, shards: shards, settled: make([]uint64, (n+63)/64), claims: map[int]claimState{},
+		attempts: map[int]uint8{}, dues: map[int]int64{}, due: due.UnixMilli(), queues: queues,
+		payload: []byte(strings.Repeat("x", payloadBytes)),
 	}
 	return s
 }
@@ -86,13 +83,24 @@ func (s *SynthStore) Count(method string) int64 {
 	return c.(*atomic.Int64).Load()
 }
 
+func (s *SynthStore) isSettled(i int) bool { return s.settled[i/64]&(1<<(i%64)) != 0 }
+
+func (s *SynthStore) settle(i int) { s.settled[i/64] |= 1 << (i % 64) }
+
+func (s *SynthStore) dueAt(i int) int64 {
+	if d, ok := s.dues[i]; ok {
+		return d
+	}
+	return s.due
+}
+
 // Left counts rows not yet done or failed.
 func (s *SynthStore) Left() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, st := range s.status {
-		if st == pending || st == claimed {
+	for i := range s.n {
+		if !s.isSettled(i) {
 			n++
 		}
 	}
@@ -112,22 +120,15 @@ func (s *SynthStore) QueryDue(_ context.Context, shard int, now time.Time, after
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	refs := make([]outbox.DueRef, 0, limit)
+	refs := make([]outbox.DueRef, 0, min(limit, 1024))
 	nowMs := now.UnixMilli()
 	i := start
-	for ; i < len(s.status) && len(refs) < limit; i += s.shards {
-		if (s.status[i] == pending || s.status[i] == claimed) && s.due[i] <= nowMs {
-			refs = append(refs, outbox.DueRef{Key: Key(i), Shard: shard, DueAt: time.UnixMilli(s.due[i])})
+	for ; i < s.n && len(refs) < limit; i += s.shards {
+		if !s.isSettled(i) && s.dueAt(i) <= nowMs {
+			refs = append(refs, outbox.DueRef{Key: Key(i), Shard: shard, DueAt: time.UnixMilli(s.dueAt(i))})
 		}
 	}
-	return refs, i < len(s.status), nil
-}
-
-func (s *SynthStore) row(i int) outbox.Row {
-	return outbox.Row{
-		Key: Key(i), Queue: s.queues[i%len(s.queues)], Payload: s.payload, Status: outbox.StatusClaimed,
-		Attempt: int(s.attempt[i]), Token: strconv.FormatUint(uint64(s.token[i]), 10), LeaseUntil: time.UnixMilli(s.lease[i]),
-	}
+	return refs, i < s.n, nil
 }
 
 func (s *SynthStore) conflict(op, key string) error { return &outbox.ConflictError{Key: key, Op: op} }
@@ -139,45 +140,65 @@ func (s *SynthStore) Claim(_ context.Context, key string, now time.Time, lease t
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nowMs := now.UnixMilli()
-	if i < 0 || i >= len(s.status) || s.due[i] > nowMs || int(s.attempt[i]) >= max ||
-		!(s.status[i] == pending || s.status[i] == claimed && s.lease[i] < nowMs) {
+	if i < 0 || i >= s.n || s.isSettled(i) || s.dueAt(i) > nowMs {
 		return outbox.Row{}, s.conflict("claim", key)
 	}
-	s.status[i], s.attempt[i], s.token[i], s.lease[i] = claimed, s.attempt[i]+1, s.tokens.Add(1), now.Add(lease).UnixMilli()
-	return s.row(i), nil
+	attempt := s.attempts[i]
+	if c, ok := s.claims[i]; ok {
+		if c.lease >= nowMs {
+			return outbox.Row{}, s.conflict("claim", key)
+		}
+		attempt = c.attempt
+	}
+	if int(attempt) >= max {
+		return outbox.Row{}, s.conflict("claim", key)
+	}
+	c := claimState{token: s.tokens.Add(1), lease: now.Add(lease).UnixMilli(), attempt: attempt + 1}
+	s.claims[i] = c
+	delete(s.attempts, i)
+	return outbox.Row{
+		Key: key, Queue: s.queues[i%len(s.queues)], Payload: s.payload, Status: outbox.StatusClaimed,
+		Attempt: int(c.attempt), Token: strconv.FormatUint(uint64(c.token), 10), LeaseUntil: time.UnixMilli(c.lease),
+	}, nil
 }
 
-// settle applies a token-guarded transition.
-func (s *SynthStore) settle(op string, row outbox.Row, apply func(i int)) error {
+// transition applies a token-guarded settle.
+func (s *SynthStore) transition(op string, row outbox.Row, apply func(i int, c claimState)) error {
 	s.call(op)
 	i := index(row.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i < 0 || i >= len(s.status) || s.status[i] != claimed || strconv.FormatUint(uint64(s.token[i]), 10) != row.Token {
+	c, ok := s.claims[i]
+	if !ok || strconv.FormatUint(uint64(c.token), 10) != row.Token {
 		return s.conflict(op, row.Key)
 	}
-	apply(i)
+	delete(s.claims, i)
+	apply(i, c)
 	return nil
 }
 
 // Done implements outbox.Store.
 func (s *SynthStore) Done(_ context.Context, row outbox.Row, _ time.Time) error {
-	return s.settle("Done", row, func(i int) { s.status[i] = done })
+	return s.transition("Done", row, func(i int, _ claimState) { s.settle(i) })
 }
 
 // Retry implements outbox.Store.
 func (s *SynthStore) Retry(_ context.Context, row outbox.Row, due time.Time, _ []outbox.AttemptError) error {
-	return s.settle("Retry", row, func(i int) { s.status[i], s.due[i] = pending, due.UnixMilli() })
+	return s.transition("Retry", row, func(i int, c claimState) { s.attempts[i], s.dues[i] = c.attempt, due.UnixMilli() })
 }
 
 // DeadLetter implements outbox.Store.
 func (s *SynthStore) DeadLetter(_ context.Context, row outbox.Row, _ time.Time, _ []outbox.AttemptError) error {
-	return s.settle("DeadLetter", row, func(i int) { s.status[i] = failed })
+	return s.transition("DeadLetter", row, func(i int, _ claimState) { s.settle(i) })
 }
 
 // Release implements outbox.Store.
 func (s *SynthStore) Release(_ context.Context, row outbox.Row) error {
-	return s.settle("Release", row, func(i int) { s.status[i], s.attempt[i] = pending, s.attempt[i]-1 })
+	return s.transition("Release", row, func(i int, c claimState) {
+		if c.attempt > 1 {
+			s.attempts[i] = c.attempt - 1
+		}
+	})
 }
 
 // Expire implements outbox.Store.

@@ -164,4 +164,3 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 		})
 	})
 }
-

@@ -27,6 +27,9 @@ type run struct {
 	held sync.Map // key -> lease end (time.Time)
 	// oldest is the earliest due time seen, as Unix nanoseconds; 0 if none.
 	oldest atomic.Int64
+	// querying counts due-index queries in flight, so the batcher knows
+	// more rows may be coming.
+	querying atomic.Int64
 }
 
 func (r *run) pastDeadline() bool {
@@ -77,7 +80,7 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 
 	go func() {
 		defer close(batches)
-		r.batch(claimed, batches, func() bool { return len(refs) == 0 && claiming.Load() == 0 })
+		r.batch(claimed, batches, func() bool { return len(refs) == 0 && claiming.Load() == 0 && r.querying.Load() == 0 })
 	}()
 
 	var senders sync.WaitGroup
@@ -99,32 +102,43 @@ func (r *run) queryShards(ctx context.Context, out chan<- DueRef) {
 		wg.Go(func() {
 			var after *DueRef
 			for ctx.Err() == nil && !r.budgetSpent() && !r.pastDeadline() {
-				refs, more, err := r.store.QueryDue(ctx, shard, r.now(), after, r.policy.PageSize)
-				if err != nil {
-					if ctx.Err() == nil {
-						r.t.errors.Add(1)
-						r.log.WarnContext(ctx, "query due rows failed", "shard", shard, "error", err)
-					}
+				more, ok := r.queryPage(ctx, shard, &after, out)
+				if !ok || !more {
 					return
 				}
-				if len(refs) > 0 {
-					r.noteDue(refs[0].DueAt)
-				}
-				for _, ref := range refs {
-					select {
-					case out <- ref:
-					case <-ctx.Done():
-						return
-					}
-				}
-				if !more || len(refs) == 0 {
-					return
-				}
-				after = &refs[len(refs)-1]
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// queryPage reads one page of a shard and hands its entries on, counting
+// itself as in flight until the last is handed over. It advances after,
+// and reports whether the shard may hold more and whether to go on.
+func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan<- DueRef) (more, ok bool) {
+	r.querying.Add(1)
+	defer r.querying.Add(-1)
+	refs, more, err := r.store.QueryDue(ctx, shard, r.now(), *after, r.policy.PageSize)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.t.errors.Add(1)
+			r.log.WarnContext(ctx, "query due rows failed", "shard", shard, "error", err)
+		}
+		return false, false
+	}
+	if len(refs) == 0 {
+		return false, true
+	}
+	r.noteDue(refs[0].DueAt)
+	for _, ref := range refs {
+		select {
+		case out <- ref:
+		case <-ctx.Done():
+			return false, false
+		}
+	}
+	*after = &refs[len(refs)-1]
+	return more, true
 }
 
 func (r *run) noteDue(due time.Time) {

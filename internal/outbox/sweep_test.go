@@ -285,7 +285,7 @@ func (s slowDeliverer) Deliver(ctx context.Context, queue string, rows []outbox.
 func TestSweep_ReleasesUnsentClaimsNearDeadline(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	rows := rowsFor("orders", 60, "")
+	rows := rowsFor("orders", 100, "")
 	h.stage(t, rows...)
 	p := testPolicy()
 	p.Concurrency = 1
@@ -293,7 +293,7 @@ func TestSweep_ReleasesUnsentClaimsNearDeadline(t *testing.T) {
 	e, err := outbox.New(h.store, slowDeliverer{next: h.sqs, delay: 300 * time.Millisecond}, p) // real clock: the deadline is real
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), p.DeadlineMargin+700*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), p.DeadlineMargin+1200*time.Millisecond)
 	defer cancel()
 	res, err := e.Sweep(ctx)
 	require.NoError(t, err)

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// MotoResult is one drain of a backlog against a real endpoint.
+type MotoResult struct {
+	Rows        int
+	Throughput  Throughput
+	Stage       *Requests // requests made while staging
+	Dispatch    *Requests // requests made by the dispatcher
+	PayloadSize int
+	ItemSize    int
+}
+
+// endpointConfig is an instrumented config for a local endpoint.
+func endpointConfig(ctx context.Context, endpoint string, reqs *Requests) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.BaseEndpoint = aws.String(endpoint)
+	reqs.Instrument(&cfg)
+	return cfg, nil
+}
+
+// DrainOnEndpoint stages rows rows (payloadBytes each, over four queues,
+// one FIFO) on a new table at endpoint, then drains them with the engine
+// (naive false) or the naive baseline (naive true), counting requests.
+func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool) (MotoResult, error) {
+	res := MotoResult{Rows: rows, Stage: NewRequests(), Dispatch: NewRequests(), PayloadSize: payloadBytes}
+	stageCfg, err := endpointConfig(ctx, endpoint, res.Stage)
+	if err != nil {
+		return res, err
+	}
+	noCRC := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
+	admin := dynamodb.NewFromConfig(stageCfg, noCRC)
+	table := fmt.Sprintf("outflow-bench-%d", time.Now().UnixNano())
+	if err := dynamo.CreateTable(ctx, admin, table); err != nil {
+		return res, err
+	}
+	defer func() { _ = dynamo.DeleteTable(context.Background(), admin, table) }()
+	sqsAdmin := sqs.NewFromConfig(stageCfg)
+	routes := delivery.Routes{}
+	for _, q := range Queues {
+		name := strings.ReplaceAll(table+"-"+q, ".", "-")
+		attrs := map[string]string{}
+		if strings.HasSuffix(q, ".fifo") {
+			name += ".fifo"
+			attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
+		}
+		out, err := sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			return res, err
+		}
+		routes[q] = aws.ToString(out.QueueUrl)
+	}
+	p, err := outflow.NewProducer(admin, outflow.Config{Table: table})
+	if err != nil {
+		return res, err
+	}
+	payload := []byte(strings.Repeat("x", payloadBytes))
+	batch := make([]outflow.Row, 0, 500)
+	flush := func() error {
+		_, err := p.Put(ctx, batch...)
+		batch = batch[:0]
+		return err
+	}
+	for i := range rows {
+		q := Queues[i%len(Queues)]
+		r := outflow.Row{Key: Key(i), Queue: q, Payload: payload, Attributes: map[string]string{"type": "bench"}}
+		if strings.HasSuffix(q, ".fifo") {
+			r.Group = fmt.Sprintf("g%d", i%16)
+		}
+		if batch = append(batch, r); len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return res, err
+	}
+	res.Stage.mu.Lock()
+	res.ItemSize = res.Stage.sizes[Key(0)]
+	res.Stage.mu.Unlock()
+
+	cfg, err := endpointConfig(ctx, endpoint, res.Dispatch)
+	if err != nil {
+		return res, err
+	}
+	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: 4})
+	if err != nil {
+		return res, err
+	}
+	sender := delivery.New(sqs.NewFromConfig(cfg), routes, 0)
+	if naive {
+		res.Throughput = measure(rows, func() int {
+			n, _ := Naive(ctx, store, sender, time.Now, time.Minute, 8, 100)
+			return n
+		})
+		return res, nil
+	}
+	pol := outbox.DefaultPolicy()
+	pol.WakeGrace, pol.RowBudget = 0, 1<<30
+	e, err := outbox.New(store, sender, pol)
+	if err != nil {
+		return res, err
+	}
+	res.Throughput = measure(rows, func() int {
+		r, _ := e.Sweep(ctx)
+		return r.Delivered
+	})
+	return res, nil
+}
+
+// Percentiles returns the p50 and p99 of ds.
+func Percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)*50/100], s[(len(s)-1)*99/100]
+}

@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Requests counts AWS requests by "Service.Operation" and keeps what the
+// write-unit arithmetic needs: the size of every item staged, and the kind
+// of every write.
+type Requests struct {
+	mu     sync.Mutex
+	counts map[string]int
+	sizes  map[string]int // key -> item size in bytes, from its PutItem
+	writes []write
+}
+
+type write struct {
+	kind string // stage, claim, done, retry, fail, release, other
+	key  string
+}
+
+// NewRequests returns an empty counter.
+func NewRequests() *Requests {
+	return &Requests{counts: map[string]int{}, sizes: map[string]int{}}
+}
+
+// Instrument adds the counting middleware to cfg: every client made from
+// it is counted.
+func (r *Requests) Instrument(cfg *aws.Config) {
+	cfg.APIOptions = append(cfg.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("outflow-bench-count",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				r.record(awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx), in.Parameters)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+	})
+}
+
+func (r *Requests) record(op string, params any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts[op]++
+	switch in := params.(type) {
+	case *dynamodb.PutItemInput:
+		key := keyOf(in.Item)
+		r.sizes[key] = ItemSize(in.Item)
+		r.writes = append(r.writes, write{kind: "stage", key: key})
+	case *dynamodb.UpdateItemInput:
+		r.writes = append(r.writes, write{kind: updateKind(in), key: keyOf(in.Key)})
+	case *dynamodb.DeleteItemInput:
+		r.writes = append(r.writes, write{kind: "done", key: keyOf(in.Key)})
+	}
+}
+
+// updateKind tells the store's transitions apart by what they write.
+func updateKind(in *dynamodb.UpdateItemInput) string {
+	names := map[string]bool{}
+	for _, n := range in.ExpressionAttributeNames {
+		names[n] = true
+	}
+	expr := aws.ToString(in.UpdateExpression)
+	switch {
+	case in.ReturnValues == types.ReturnValueAllNew:
+		return "claim"
+	case names["dead_queue"] && strings.Contains(expr, "SET") && names["errors"]:
+		return "fail"
+	case names["errors"] && names["due_at"]:
+		return "retry"
+	case names["claim_token"] && !names["errors"] && names["attempt"]:
+		return "release"
+	}
+	return "other"
+}
+
+func keyOf(item map[string]types.AttributeValue) string {
+	if s, ok := item["pk"].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+// Count returns the requests made of one "Service.Operation".
+func (r *Requests) Count(op string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts[op]
+}
+
+// Total returns the requests made of a service, optionally only writes.
+func (r *Requests) Total(service string, writesOnly bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for op, c := range r.counts {
+		name, ok := strings.CutPrefix(op, service+".")
+		if !ok {
+			continue
+		}
+		if writesOnly && !(name == "PutItem" || name == "UpdateItem" || name == "DeleteItem" || name == "BatchWriteItem" || name == "TransactWriteItems") {
+			continue
+		}
+		n += c
+	}
+	return n
+}
+
+// IndexWrites is what each transition costs in index writes (one write
+// unit each, the projections being small): the table in
+// docs/architecture.md, where a claim moves no index key.
+var IndexWrites = map[string]int{"stage": 1, "claim": 0, "done": 1, "retry": 2, "fail": 2, "release": 0, "other": 0}
+
+// MovingClaimIndexWrites is the same for a design whose claim moves the
+// row's due-index key (to its lease end): a delete and a put per claim.
+var MovingClaimIndexWrites = map[string]int{"stage": 1, "claim": 2, "done": 1, "retry": 2, "fail": 2, "release": 2, "other": 0}
+
+// WCU is the write capacity the recorded writes consumed, by DynamoDB's
+// rules: each table write costs ceil(item size / 1 KB) units (the item's
+// staged size; updates here keep it under the next kilobyte), plus the
+// index writes each transition costs.
+func (r *Requests) WCU(index map[string]int) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	total := 0.0
+	for _, w := range r.writes {
+		size := r.sizes[w.key]
+		if w.kind != "stage" {
+			size += 120 // claim token, lease and timestamps added after staging
+		}
+		total += math.Ceil(float64(max(size, 1))/1024) + float64(index[w.kind])
+	}
+	return total
+}
+
+// ItemSize is an item's size as DynamoDB bills it: attribute names plus
+// values (strings and binaries by length, numbers by about one byte per
+// two digits plus one, containers three bytes plus their contents).
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch x := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(x.Value)
+	case *types.AttributeValueMemberB:
+		return len(x.Value)
+	case *types.AttributeValueMemberN:
+		return (len(strings.TrimLeft(x.Value, "-0"))+1)/2 + 1
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range x.Value {
+			n += len(k) + valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range x.Value {
+			n += valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, e := range x.Value {
+			n += len(e)
+		}
+		return n
+	}
+	return 1
+}
