@@ -71,7 +71,7 @@ var Vars = []Var{
 	{"OUTFLOW_CONCURRENCY", "16", "Parallel claims, sends and settles.", intVar(func(c *Config) *int { return &c.Policy.Concurrency }), "Concurrency"},
 	{"OUTFLOW_DEADLINE_MARGIN", "10s", "Time kept free before the invocation deadline; unsent claims are released inside it.", durVar(func(c *Config) *time.Duration { return &c.Policy.DeadlineMargin }), "DeadlineMargin"},
 	{"OUTFLOW_ROW_BUDGET", "10000", "Most rows one sweep claims.", intVar(func(c *Config) *int { return &c.Policy.RowBudget }), "RowBudget"},
-	{"OUTFLOW_BATCH_LINGER", "500ms", "Longest a partial SQS batch waits for more rows while claims are still arriving; it goes at once when none are.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
+	{"OUTFLOW_BATCH_LINGER", "2s", "Longest a partial SQS batch waits for more rows while claims are still arriving; it goes at once when none are.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
 	{"OUTFLOW_MAX_MESSAGE_BYTES", "262144", "Size limit of one message and one batch (SQS accepts up to 1048576).", intVar(func(c *Config) *int { return &c.MaxMessageBytes }), ""},
 	{"OUTFLOW_METRICS_NAMESPACE", "Outflow", "CloudWatch namespace of the embedded metrics.", func(c *Config, v string) error {
 		c.MetricsNamespace = v

@@ -57,7 +57,7 @@ func DefaultPolicy() Policy {
 		Concurrency:       16,
 		DeadlineMargin:    10 * time.Second,
 		RowBudget:         10000,
-		BatchLinger:       500 * time.Millisecond,
+		BatchLinger:       2 * time.Second,
 	}
 }
 
