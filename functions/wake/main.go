@@ -3,26 +3,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/outflowhq/outflow/internal/handler"
 )
 
 func main() {
-	cfg, err := config.LoadDefaultConfig(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "outflow wake init: load aws config:", err)
-		os.Exit(1)
-	}
-	rt, err := handler.Setup(cfg, os.Getenv, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "outflow wake init:", err)
-		os.Exit(1)
-	}
-	lambda.Start(handler.NewWake(rt).Handle)
+	err := handler.Serve(func(rt *handler.Runtime) any { return handler.NewWake(rt).Handle })
+	fmt.Fprintln(os.Stderr, "outflow wake init:", err)
+	os.Exit(1)
 }

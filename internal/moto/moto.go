@@ -11,20 +11,20 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/outflowhq/outflow/internal/child"
 )
 
 // Server is a running moto server.
 type Server struct {
 	// URL is its endpoint, http://127.0.0.1:PORT.
-	URL string
-	cmd *exec.Cmd
+	URL  string
+	proc *child.Process
 }
 
 // Path finds the Python that has moto installed: $OUTFLOW_MOTO_PYTHON,
@@ -63,19 +63,19 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := child.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, "-c", launcher, "-H", "127.0.0.1", "-p", port)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if os.Getenv("OUTFLOW_MOTO_LOG") != "" {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
+	proc, err := child.Start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	m := &Server{URL: "http://127.0.0.1:" + port, cmd: cmd}
+	m := &Server{URL: "http://127.0.0.1:" + port, proc: proc}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(m.URL + "/moto-api/")
@@ -93,29 +93,8 @@ func Start(ctx context.Context) (*Server, error) {
 
 // Stop ends the server and every process it started.
 func (m *Server) Stop() {
-	if m.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = m.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port, nil
+	m.proc.Stop(5 * time.Second)
 }
 
 // Pid is the server's process id (and process group).
-func (m *Server) Pid() int { return m.cmd.Process.Pid }
+func (m *Server) Pid() int { return m.proc.Pid() }

@@ -14,15 +14,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/outflowhq/outflow/internal/child"
 )
 
 // Emulator is one running emulator with its bootstrap.
 type Emulator struct {
 	// URL is the invoke endpoint.
-	URL string
-	cmd *exec.Cmd
+	URL  string
+	proc *child.Process
 }
 
 // Path finds aws-lambda-rie: $OUTFLOW_RIE, else bin/tools/aws-lambda-rie in
@@ -56,11 +57,11 @@ func Path() (string, error) {
 // loopback ports, with logs to logs (nil discards). The emulator starts
 // the bootstrap on the first invoke, so init time is part of that call.
 func Start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator, error) {
-	invokePort, err := freePort()
+	invokePort, err := child.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	apiPort, err := freePort()
+	apiPort, err := child.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -70,11 +71,11 @@ func Start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator
 		bootstrap)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", rieBinary, err)
+	proc, err := child.Start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	e := &Emulator{URL: "http://127.0.0.1:" + invokePort + "/2015-03-31/functions/function/invocations", cmd: cmd}
+	e := &Emulator{URL: "http://127.0.0.1:" + invokePort + "/2015-03-31/functions/function/invocations", proc: proc}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+invokePort, 200*time.Millisecond)
@@ -114,29 +115,8 @@ func (e *Emulator) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 
 // Stop ends the emulator and the bootstrap it runs.
 func (e *Emulator) Stop() {
-	if e.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = e.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port, nil
+	e.proc.Stop(3 * time.Second)
 }
 
 // Pid is the emulator's process id (and process group).
-func (e *Emulator) Pid() int { return e.cmd.Process.Pid }
+func (e *Emulator) Pid() int { return e.proc.Pid() }

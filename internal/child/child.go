@@ -1,0 +1,52 @@
+// Package child runs helper processes (the moto server, the Lambda
+// Runtime Interface Emulator) so that none outlives the process that
+// started it: each runs in its own process group, is killed if its parent
+// dies, and Stop ends the whole group.
+package child
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Process is a started child process group.
+type Process struct{ cmd *exec.Cmd }
+
+// Start starts cmd in a new process group that dies with this process.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	return &Process{cmd: cmd}, nil
+}
+
+// Pid is the process id, which is also its process group id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop sends the group SIGTERM, waits up to grace, then kills it.
+func (p *Process) Stop(grace time.Duration) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port, nil
+}

@@ -1,0 +1,27 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// Serve is a function's whole life: at cold start it loads the AWS
+// configuration and Setup from the process environment, then hands the
+// handler newHandler builds to the Lambda runtime, which never returns.
+// Serve returns only the error that failed the init.
+func Serve(newHandler func(*Runtime) any) error {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		return fmt.Errorf("load aws config: %w", err)
+	}
+	rt, err := Setup(cfg, os.Getenv, os.Stdout)
+	if err != nil {
+		return err
+	}
+	lambda.Start(newHandler(rt))
+	return nil
+}
