@@ -7,7 +7,9 @@ package child
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -49,4 +51,33 @@ func FreePort() (string, error) {
 	defer l.Close()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port, nil
+}
+
+// FindTool returns the value of the environment variable env if it is set,
+// else the first dir/rel that exists, for dir the working directory and
+// each directory above it: how the project's own installed tools (.venv,
+// bin/tools) are found from any package's tests.
+func FindTool(env, rel string) (string, bool) {
+	if p := os.Getenv(env); p != "" {
+		return p, true
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		if p := filepath.Join(dir, rel); fileExists(p) {
+			return p, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

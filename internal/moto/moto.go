@@ -34,19 +34,8 @@ func Path() (string, error) {
 	if p := os.Getenv("OUTFLOW_MOTO_PYTHON"); p != "" {
 		return p, nil
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, ".venv", "bin", "moto_server")); err == nil {
-			return filepath.Join(dir, ".venv", "bin", "python"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
+	if p, ok := child.FindTool("", filepath.Join(".venv", "bin", "moto_server")); ok {
+		return filepath.Join(filepath.Dir(p), "python"), nil // the virtualenv that has moto
 	}
 	return "", errors.New("moto is not installed: run `make venv` (make test and make run depend on it) to install it into .venv")
 }

@@ -27,28 +27,10 @@ type Emulator struct {
 }
 
 // Path finds aws-lambda-rie: $OUTFLOW_RIE, else bin/tools/aws-lambda-rie in
-// the module root above the working directory (where make tools puts it).
+// the working directory or above it (where make tools puts it).
 func Path() (string, error) {
-	if p := os.Getenv("OUTFLOW_RIE"); p != "" {
+	if p, ok := child.FindTool("OUTFLOW_RIE", filepath.Join("bin", "tools", "aws-lambda-rie")); ok {
 		return p, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "bin", "tools", "aws-lambda-rie")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
 	}
 	return "", errors.New("aws-lambda-rie not found: run `make tools` (make test depends on it)")
 }
