@@ -171,6 +171,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		}
 	}()
 	ctx := context.Background()
+	start := time.Now()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	clock := newClock()
 	db := awstest.DynamoDB(t)
@@ -274,6 +275,9 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		}
 		wg.Wait()
 		clock.Advance(time.Second)
+		if rows >= 5000 {
+			t.Logf("round %d done after %s: %d sweeps, %d crashed", round, time.Since(start).Round(time.Second), sweeps.Load(), crashes.Load())
+		}
 	}
 	round := 0
 	for ; round < 20; round++ {
