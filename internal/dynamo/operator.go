@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -61,76 +62,13 @@ type DeadQuery struct {
 // without one it scans the dead index, which holds only failed rows, in no
 // order. fn returning an error stops the walk.
 func (o *Operator) EachDead(ctx context.Context, q DeadQuery, fn func(DeadRef) error) error {
-	var cond *expression.ConditionBuilder
-	addCond := func(c expression.ConditionBuilder) {
-		if cond == nil {
-			cond = &c
-			return
-		}
-		c2 := cond.And(c)
-		cond = &c2
-	}
-	var kc *expression.KeyConditionBuilder
-	failed := expression.Key(AttrFailedAt)
-	if q.Queue != "" {
-		k := expression.Key(AttrDeadQueue).Equal(expression.Value(q.Queue))
-		switch {
-		case !q.Since.IsZero() && !q.Before.IsZero():
-			k = k.And(failed.Between(expression.Value(q.Since.UnixMilli()), expression.Value(q.Before.UnixMilli()-1)))
-		case !q.Since.IsZero():
-			k = k.And(failed.GreaterThanEqual(expression.Value(q.Since.UnixMilli())))
-		case !q.Before.IsZero():
-			k = k.And(failed.LessThan(expression.Value(q.Before.UnixMilli())))
-		}
-		kc = &k
-	} else {
-		if !q.Since.IsZero() {
-			addCond(expression.Name(AttrFailedAt).GreaterThanEqual(expression.Value(q.Since.UnixMilli())))
-		}
-		if !q.Before.IsZero() {
-			addCond(expression.Name(AttrFailedAt).LessThan(expression.Value(q.Before.UnixMilli())))
-		}
-	}
-	b := expression.NewBuilder()
-	if kc != nil {
-		b = b.WithKeyCondition(*kc)
-	}
-	if cond != nil {
-		b = b.WithFilter(*cond)
-	}
-	var expr expression.Expression
-	if kc != nil || cond != nil {
-		var err error
-		if expr, err = b.Build(); err != nil {
-			return fmt.Errorf("build dead-letter query: %w", err)
-		}
+	page, err := o.deadPages(q)
+	if err != nil {
+		return err
 	}
 	var start map[string]types.AttributeValue
 	for {
-		var items []map[string]types.AttributeValue
-		var err error
-		if kc != nil {
-			var out *dynamodb.QueryOutput
-			out, err = o.api.Query(ctx, &dynamodb.QueryInput{
-				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
-				KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(),
-				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-				ScanIndexForward: aws.Bool(false), ExclusiveStartKey: start,
-			})
-			if out != nil {
-				items, start = out.Items, out.LastEvaluatedKey
-			}
-		} else {
-			var out *dynamodb.ScanOutput
-			out, err = o.api.Scan(ctx, &dynamodb.ScanInput{
-				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
-				FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(),
-				ExpressionAttributeValues: expr.Values(), ExclusiveStartKey: start,
-			})
-			if out != nil {
-				items, start = out.Items, out.LastEvaluatedKey
-			}
-		}
+		items, next, err := page(ctx, start)
 		if err != nil {
 			return fmt.Errorf("read dead index: %w", err)
 		}
@@ -147,10 +85,61 @@ func (o *Operator) EachDead(ctx context.Context, q DeadQuery, fn func(DeadRef) e
 				return err
 			}
 		}
-		if len(start) == 0 {
+		if len(next) == 0 {
 			return nil
 		}
+		start = next
 	}
+}
+
+type deadPage func(ctx context.Context, start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error)
+
+// deadPages builds the request for one page of the dead index: a Query of
+// the queue's partition with the time range as key condition, or a Scan
+// with it as a filter.
+func (o *Operator) deadPages(q DeadQuery) (deadPage, error) {
+	since, before := int64(0), int64(math.MaxInt64)
+	if !q.Since.IsZero() {
+		since = q.Since.UnixMilli()
+	}
+	if !q.Before.IsZero() {
+		before = q.Before.UnixMilli() - 1
+	}
+	if q.Queue != "" {
+		kc := expression.Key(AttrDeadQueue).Equal(expression.Value(q.Queue)).
+			And(expression.Key(AttrFailedAt).Between(expression.Value(since), expression.Value(before)))
+		expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+		if err != nil {
+			return nil, fmt.Errorf("build dead-letter query: %w", err)
+		}
+		return func(ctx context.Context, start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+			out, err := o.api.Query(ctx, &dynamodb.QueryInput{
+				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
+				KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
+				ExpressionAttributeValues: expr.Values(), ScanIndexForward: aws.Bool(false), ExclusiveStartKey: start,
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return out.Items, out.LastEvaluatedKey, nil
+		}, nil
+	}
+	filter := expression.Name(AttrFailedAt).Between(expression.Value(since), expression.Value(before))
+	expr, err := expression.NewBuilder().WithFilter(filter).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build dead-letter scan: %w", err)
+	}
+	return func(ctx context.Context, start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+		out, err := o.api.Scan(ctx, &dynamodb.ScanInput{
+			TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
+			FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(),
+			ExpressionAttributeValues: expr.Values(), ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return out.Items, out.LastEvaluatedKey, nil
+	}, nil
 }
 
 // ListDead returns up to limit dead letters (0: all), newest first.
