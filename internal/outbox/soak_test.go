@@ -253,7 +253,9 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 				defer cancel()
 				if plan.Hit(faults.Crash, round, w) {
 					crashes.Add(1)
-					time.AfterFunc(time.Duration(20+rng.IntN(200))*time.Millisecond, cancel)
+					// The crash time is a function of the seed: rng is not shared
+					// across goroutines.
+					time.AfterFunc(time.Duration(20+(seed+uint64(round*3+w))%200)*time.Millisecond, cancel)
 				}
 				_, _ = e.Sweep(sctx)
 				sweeps.Add(1)
