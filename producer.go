@@ -1,7 +1,6 @@
 package outflow
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -113,14 +112,8 @@ func (p *Producer) put(ctx context.Context, row outbox.Row) error {
 	if !errors.As(err, &conflict) {
 		return err
 	}
-	if conflict.Current != nil && sameContent(*conflict.Current, row) {
+	if conflict.Current != nil && dynamo.SameContent(*conflict.Current, row) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrKeyConflict, row.Key)
-}
-
-// sameContent compares what a producer chose, not the delivery state.
-func sameContent(a, b outbox.Row) bool {
-	return a.Queue == b.Queue && bytes.Equal(a.Payload, b.Payload) && a.Group == b.Group &&
-		maps.Equal(a.Attributes, b.Attributes) && a.NotBefore.UnixMilli() == b.NotBefore.UnixMilli()
 }

@@ -1,10 +1,12 @@
 package dynamo
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -79,7 +81,8 @@ func (s *Store) Table() string { return s.cfg.Table }
 
 // Stage writes a new pending row, due at its NotBefore or now, whichever is
 // later. A row with the same key already present gives a
-// *outbox.ConflictError holding it.
+// *outbox.ConflictError holding it — unless it is this very write, found by
+// the SDK's retry of a put whose answer was lost, which is success.
 func (s *Store) Stage(ctx context.Context, row outbox.Row, now time.Time) error {
 	in, err := s.StageInput(row, now)
 	if err != nil {
@@ -87,7 +90,21 @@ func (s *Store) Stage(ctx context.Context, row outbox.Row, now time.Time) error 
 	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err = s.api.PutItem(ctx, in)
-	return s.wrap("stage", row.Key, err)
+	err = s.wrap("stage", row.Key, err)
+	var conflict *outbox.ConflictError
+	if errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.Status == outbox.StatusPending &&
+		conflict.Current.Attempt == 0 && conflict.Current.CreatedAt.Equal(time.UnixMilli(now.UnixMilli())) &&
+		SameContent(*conflict.Current, row) {
+		return nil
+	}
+	return err
+}
+
+// SameContent reports whether two rows carry what a producer chose alike:
+// queue, payload, attributes, group and delay. Delivery state is ignored.
+func SameContent(a, b outbox.Row) bool {
+	return a.Queue == b.Queue && bytes.Equal(a.Payload, b.Payload) && a.Group == b.Group &&
+		maps.Equal(a.Attributes, b.Attributes) && a.NotBefore.UnixMilli() == b.NotBefore.UnixMilli()
 }
 
 // StageInput is the conditional put that stages row, for callers that add
