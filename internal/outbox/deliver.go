@@ -19,6 +19,7 @@ type Deliverer interface {
 // an unknown route or a message the queue rejects as invalid.
 type PermanentError struct{ Err error }
 
+// Error returns the underlying error's message.
 func (e *PermanentError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error.

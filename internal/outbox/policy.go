@@ -69,6 +69,7 @@ type FieldError struct {
 	Msg   string
 }
 
+// Error says which field, why, and the value it had.
 func (e *FieldError) Error() string { return fmt.Sprintf("%s %s, got %v", e.Field, e.Msg, e.Value) }
 
 // Validate reports every field that is out of range, as *FieldError values

@@ -51,6 +51,7 @@ type ConflictError struct {
 	Malformed string
 }
 
+// Error says which write was refused and what the row was instead.
 func (e *ConflictError) Error() string {
 	switch {
 	case e.Malformed != "":
