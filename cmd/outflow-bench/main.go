@@ -231,7 +231,7 @@ func run(out string, motoRows, naiveRows int) error {
 	w("")
 	w("## Memory over a backlog")
 	w("")
-	w("One sweep of the whole backlog (synthetic store, zero latency), each size in a fresh process; the heap is sampled every millisecond. The synthetic store holds about 22 bytes per row, included in the heap.")
+	w("One sweep of the whole backlog (synthetic store, zero latency), each size in a fresh process; the heap is sampled every millisecond. The synthetic store keeps one bit per row plus the rows in flight, included in the heap.")
 	w("")
 	w("| backlog | peak heap | peak RSS | store's own share |")
 	w("| --- | --- | --- | --- |")
@@ -257,7 +257,7 @@ func run(out string, motoRows, naiveRows int) error {
 	for _, g := range goals {
 		if g[3] != "met" {
 			missed = true
-			w("- %s: %s against %s.", g[0], g[2], g[1])
+			w("- %s: %s against %s. %s", g[0], g[2], g[1], why[g[0]])
 		}
 	}
 	if !missed {
@@ -269,6 +269,13 @@ func run(out string, motoRows, naiveRows int) error {
 	logf("wrote %s and %s in %s", filepath.Join(out, "benchmarks.md"), plotPath, time.Since(started).Round(time.Second))
 	fmt.Print(doc.String())
 	return nil
+}
+
+// why explains a missed goal: what causes it and what would close it.
+var why = map[string]string{
+	"SQS requests per message": "A partial batch waits for more rows of its queue at most `BatchLinger` (2 s) while claims are still arriving. Against moto, claims run at a few rows per second per queue, so a batch of 10 takes longer than that to fill and some go out partial; against DynamoDB (about 5 ms a claim, 16 at a time) batches fill in milliseconds. A longer `OUTFLOW_BATCH_LINGER` closes the gap on a slow endpoint, at the cost of rows waiting longer before they are sent.",
+	"peak heap at 100k backlog vs 10k": "The engine keeps no per-row state across pages (pages, channels and batches are bounded), so what grows is garbage between collections: ten times the rows is ten times the allocation, and the sampled peak depends on when the collector runs. A run with less else on the machine measured 1.35×; `GOGC` or a memory limit (`GOMEMLIMIT`, which Lambda sets from the function's memory) bounds it.",
+	"DynamoDB write requests per delivered message (no faults)": "Only a refused claim (another worker's row) or a failed settle adds writes.",
 }
 
 func median(xs []float64) float64 {
