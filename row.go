@@ -59,7 +59,7 @@ func (r Row) Validate(maxBytes int) error {
 	if strings.TrimSpace(r.Queue) == "" {
 		return ErrEmptyQueue
 	}
-	if r.Key != "" && !validKey(r.Key) {
+	if r.Key != "" && !delivery.ValidID(r.Key) {
 		return fmt.Errorf("%w: %q must be 1-128 printable ASCII characters without spaces", ErrInvalidKey, r.Key)
 	}
 	if len(r.Attributes) > MaxOwnAttributes {
@@ -72,16 +72,4 @@ func (r Row) Validate(maxBytes int) error {
 	return delivery.Validate(outbox.Row{
 		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: r.Attributes, Group: r.Group, Attempt: 1,
 	}, strings.HasSuffix(r.Queue, ".fifo"), maxBytes)
-}
-
-func validKey(k string) bool {
-	if len(k) > 128 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < '!' || k[i] > '~' {
-			return false
-		}
-	}
-	return true
 }

@@ -69,20 +69,7 @@ func overhead(b *testing.B, rows int, setup func() func()) {
 
 // SweepOverhead benchmarks one sweep of rows rows through the engine.
 func SweepOverhead(rows int) func(*testing.B) {
-	return func(b *testing.B) {
-		overhead(b, rows, func() func() {
-			store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
-			e, err := outbox.New(store, &Sink{}, policy(16), outbox.WithClock(func() time.Time { return epoch }))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func() {
-				if res, err := e.Sweep(context.Background()); err != nil || res.Delivered != rows {
-					b.Fatalf("delivered %d of %d: %v", res.Delivered, rows, err)
-				}
-			}
-		})
-	}
+	return engineOverhead(rows, (*outbox.Engine).Sweep)
 }
 
 // WakeOverhead benchmarks the wake's path over rows named keys.
@@ -91,15 +78,23 @@ func WakeOverhead(rows int) func(*testing.B) {
 	for i := range keys {
 		keys[i] = Key(i)
 	}
+	return engineOverhead(rows, func(e *outbox.Engine, ctx context.Context) (outbox.Result, error) {
+		return e.DeliverKeys(ctx, keys)
+	})
+}
+
+// engineOverhead benchmarks path over a fresh store of rows rows, with
+// zero-latency fakes, and checks that it delivers every row.
+func engineOverhead(rows int, path func(*outbox.Engine, context.Context) (outbox.Result, error)) func(*testing.B) {
 	return func(b *testing.B) {
 		overhead(b, rows, func() func() {
-			store := NewSynthStore(rows, 4, Queues, PayloadBytes, epoch)
-			e, err := outbox.New(store, &Sink{}, policy(16), outbox.WithClock(func() time.Time { return epoch }))
+			e, err := outbox.New(NewSynthStore(rows, 4, Queues, PayloadBytes, epoch), &Sink{}, policy(16),
+				outbox.WithClock(func() time.Time { return epoch }))
 			if err != nil {
 				b.Fatal(err)
 			}
 			return func() {
-				if res, err := e.DeliverKeys(context.Background(), keys); err != nil || res.Delivered != rows {
+				if res, err := path(e, context.Background()); err != nil || res.Delivered != rows {
 					b.Fatalf("delivered %d of %d: %v", res.Delivered, rows, err)
 				}
 			}

@@ -98,10 +98,10 @@ func entry(id string, row outbox.Row, fifo bool) (types.SendMessageBatchRequestE
 		if row.Group == "" {
 			return e, size, fmt.Errorf("%w, and the row has none", ErrGroupRequired)
 		}
-		if !fifoID(row.Group) {
+		if !ValidID(row.Group) {
 			return e, size, fmt.Errorf("%w: group %q must be 1-128 ASCII letters, digits or punctuation", ErrInvalidID, row.Group)
 		}
-		if !fifoID(row.Key) {
+		if !ValidID(row.Key) {
 			return e, size, fmt.Errorf("%w: key %q must be 1-128 ASCII letters, digits or punctuation to be a deduplication id", ErrInvalidID, row.Key)
 		}
 		e.MessageGroupId = aws.String(row.Group)
@@ -162,9 +162,10 @@ func attributeName(name string) error {
 	return nil
 }
 
-// fifoID reports whether s is a valid FIFO message group or deduplication
-// id: 1-128 printable ASCII characters without spaces.
-func fifoID(s string) bool {
+// ValidID reports whether s is a valid FIFO message group or deduplication
+// id: 1-128 printable ASCII characters without spaces. Dispatch keys must
+// be one, since they are the deduplication id.
+func ValidID(s string) bool {
 	if s == "" || len(s) > 128 {
 		return false
 	}
