@@ -185,6 +185,10 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	store, err := dynamo.New(db, dynamo.Config{Table: table, Shards: 4})
 	require.NoError(t, err)
 	routes := delivery.Routes{"q1": awstest.NewQueue(t, false), "q2": awstest.NewQueue(t, false), "q3": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
+	// A route whose queue does not exist: every send fails (transiently, as
+	// SQS answers), so its rows must spend their whole retry budget.
+	gone := routes["q1"] + "-gone"
+	routes["gone"] = gone
 
 	plan := faults.NewPlan(seed, map[faults.Kind]float64{
 		faults.SendCall: 0.02, faults.SendEntry: 0.03, faults.SendSender: 0.005, faults.SendAmbiguous: 0.01,
@@ -209,6 +213,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	type staged struct {
 		queue string
 		bad   string // the dead-letter reason expected, if any
+		spent bool   // expected to fail every attempt and spend its budget
 	}
 	all := map[string]staged{}
 	var waves [4][]string
@@ -226,6 +231,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			row.Queue, s = "nowhere", staged{queue: "nowhere", bad: "no route"}
 		case r < 0.015:
 			row.Queue, row.Group, s = "events.fifo", "", staged{queue: "events.fifo", bad: "needs a message group"}
+		case r < 0.02:
+			row.Queue, s = "gone", staged{queue: "gone", spent: true}
 		}
 		all[key] = s
 		waves[i%4] = append(waves[i%4], key)
@@ -248,6 +255,9 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	var consumeErrs []error
 	sqsClient := awstest.SQS(t)
 	for _, url := range routes {
+		if url == gone {
+			continue
+		}
 		consumers.Go(func() {
 			got, err := consume(sqsClient, url, stopConsumers)
 			receivedMu.Lock()
@@ -330,7 +340,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// Check the invariants.
 	windows := plan.DuplicateWindows()
 	deadReasons := map[string]int{}
-	var delivered, duplicates, failed, sent int
+	var delivered, duplicates, failed, sent, arrivedAndDead int
 	for key, s := range all {
 		row, err := store.Get(ctx, key)
 		if err != nil && row == nil {
@@ -340,14 +350,26 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		case row == nil: // done and deleted
 			require.Positive(t, received[key], "invariant 1: %s was settled done but never arrived", key)
 			require.Empty(t, s.bad, "invariant 6: %s should have been dead-lettered (%s)", key, s.bad)
+			require.False(t, s.spent, "%s was settled done, but its queue does not exist", key)
 		default:
 			require.Equal(t, outbox.StatusFailed, row.Status, "invariant 1: %s ended %s", key, row.Status)
 			require.NotEmpty(t, row.Errors, "invariant 1: dead letter %s has no error history", key)
 			failed++
+			if received[key] > 0 {
+				// It arrived, yet ended failed: only a fault that hid the
+				// accepted send (or a crash after it) may explain that.
+				arrivedAndDead++
+				require.Positive(t, windows[key], "invariant 1: %s arrived, then was dead-lettered with no fault to explain it", key)
+			}
 			reason := row.LastError
 			switch {
 			case s.bad != "":
 				require.Contains(t, reason, s.bad, "invariant 6: %s", key)
+			case s.spent && strings.Contains(reason, string(faults.SendSender)):
+				// An injected refusal struck one of its attempts first.
+			case s.spent:
+				require.Equal(t, policy.MaxAttempts, row.Attempt, "invariant 5: %s should have spent its budget (%q)", key, reason)
+				reason = "retry budget spent: queue does not exist"
 			case strings.Contains(reason, string(faults.SendSender)):
 			case row.Attempt >= policy.MaxAttempts:
 			default:
@@ -389,8 +411,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	require.Empty(t, led.bad, "invariants 3 and 5, as they happened")
 	led.mu.Unlock()
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d\n  delivered (unique)     %d\n  sends SQS accepted     %d\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d\n%s\n  sweeps                 %d (crashed %d), rounds %d\n%s",
-		seed, len(all), delivered, sent, duplicates, len(windows), failed, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, plan.Report())
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d\n  delivered (unique)     %d\n  sends SQS accepted     %d\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n%s",
+		seed, len(all), delivered, sent, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
@@ -409,7 +431,7 @@ func classify(reason string) string {
 func formatReasons(m map[string]int) string {
 	lines := make([]string, 0, len(m))
 	for r, n := range m {
-		lines = append(lines, fmt.Sprintf("    %-38s %d", r, n))
+		lines = append(lines, fmt.Sprintf("    %-42s %d", r, n))
 	}
 	sort.Strings(lines)
 	return "  dead letters by reason\n" + strings.Join(lines, "\n")
