@@ -44,9 +44,10 @@ func endpointConfig(ctx context.Context, endpoint string, reqs *Requests) (aws.C
 
 // DrainOnEndpoint stages rows rows (payloadBytes each, over four queues,
 // one FIFO) on a new table at endpoint, then drains them with the engine
-// (naive false) or the naive baseline (naive true), counting requests.
-func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool) (MotoResult, error) {
-	res := MotoResult{Rows: rows, Stage: NewRequests(), Dispatch: NewRequests(), PayloadSize: payloadBytes}
+// (naive false) or the naive baseline (naive true), counting requests,
+// while a consumer per queue empties the queues.
+func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool) (res MotoResult, err error) {
+	res = MotoResult{Rows: rows, Stage: NewRequests(), Dispatch: NewRequests(), PayloadSize: payloadBytes}
 	stageCfg, err := endpointConfig(ctx, endpoint, res.Stage)
 	if err != nil {
 		return res, err
@@ -112,6 +113,31 @@ func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 		return res, err
 	}
 	sender := delivery.New(sqs.NewFromConfig(cfg), routes, 0)
+
+	// A consumer per queue, on its own uncounted client, empties the
+	// queues as they fill, as consumers would.
+	consumerCfg, err := endpointConfig(ctx, endpoint, NewRequests())
+	if err != nil {
+		return res, err
+	}
+	consumer := sqs.NewFromConfig(consumerCfg)
+	stop := make(chan struct{})
+	errs := make(chan error, len(routes))
+	for _, url := range routes {
+		go func() {
+			_, err := Consume(ctx, consumer, url, stop)
+			errs <- err
+		}()
+	}
+	defer func() {
+		close(stop)
+		for range routes {
+			if cerr := <-errs; cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+
 	if naive {
 		res.Throughput = measure(rows, func() int {
 			n, _ := Naive(ctx, store, sender, time.Now, time.Minute, 8, 100)

@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/bench"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/faults"
@@ -245,9 +245,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	}
 
 	// Consume: one consumer per queue receives and deletes as the run goes,
-	// as a real consumer would. moto computes a queue's attributes, walking
-	// every message, on each send, so queues left to fill make the run
-	// quadratic in rows.
+	// as a real consumer would (which also keeps moto's sends linear).
 	stopConsumers := make(chan struct{})
 	received := map[string]int{}
 	var consumers sync.WaitGroup
@@ -259,7 +257,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			continue
 		}
 		consumers.Go(func() {
-			got, err := consume(sqsClient, url, stopConsumers)
+			got, err := bench.Consume(ctx, sqsClient, url, stopConsumers)
 			receivedMu.Lock()
 			defer receivedMu.Unlock()
 			consumeErrs = append(consumeErrs, err)
@@ -455,42 +453,6 @@ func dueKeys(t *testing.T, s *dynamo.Store, now time.Time) []string {
 		}
 	}
 	return keys
-}
-
-// consume receives and deletes messages on a queue and counts them by key,
-// until stop is closed and the queue then reads empty three times running.
-// It must delete: a FIFO queue holds back a group's next message while one
-// is in flight.
-func consume(client *sqs.Client, url string, stop <-chan struct{}) (map[string]int, error) {
-	got := map[string]int{}
-	empty := 0
-	for empty < 3 {
-		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{delivery.AttrKey},
-		})
-		if err != nil {
-			return got, fmt.Errorf("receive from %s: %w", url, err)
-		}
-		if len(out.Messages) == 0 {
-			select {
-			case <-stop:
-				empty++
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
-		}
-		empty = 0
-		var del []sqstypes.DeleteMessageBatchRequestEntry
-		for i, m := range out.Messages {
-			got[aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)]++
-			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-		_, err = client.DeleteMessageBatch(context.Background(), &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del})
-		if err != nil {
-			return got, fmt.Errorf("delete from %s: %w", url, err)
-		}
-	}
-	return got, nil
 }
 
 func putNoPayload(t *testing.T, db *dynamodb.Client, table, key, queue string, now time.Time) {
