@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -50,4 +51,36 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 		}
 	}
 	return got, nil
+}
+
+// ConsumeAll runs Consume on every queue in urls, concurrently. Call the
+// returned function once the run is over: it stops the consumers, waits for
+// them to empty their queues, and returns the counts by key summed over the
+// queues and any consumer's error.
+func ConsumeAll(ctx context.Context, client *sqs.Client, urls []string) (finish func() (map[string]int, error)) {
+	stop := make(chan struct{})
+	type result struct {
+		got map[string]int
+		err error
+	}
+	results := make(chan result, len(urls))
+	for _, url := range urls {
+		go func() {
+			got, err := Consume(ctx, client, url, stop)
+			results <- result{got, err}
+		}()
+	}
+	return func() (map[string]int, error) {
+		close(stop)
+		total := map[string]int{}
+		var errs []error
+		for range urls {
+			r := <-results
+			errs = append(errs, r.err)
+			for k, n := range r.got {
+				total[k] += n
+			}
+		}
+		return total, errors.Join(errs...)
+	}
 }

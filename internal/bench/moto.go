@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -120,21 +121,10 @@ func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	if err != nil {
 		return res, err
 	}
-	consumer := sqs.NewFromConfig(consumerCfg)
-	stop := make(chan struct{})
-	errs := make(chan error, len(routes))
-	for _, url := range routes {
-		go func() {
-			_, err := Consume(ctx, consumer, url, stop)
-			errs <- err
-		}()
-	}
+	finish := ConsumeAll(ctx, sqs.NewFromConfig(consumerCfg), slices.Collect(maps.Values(routes)))
 	defer func() {
-		close(stop)
-		for range routes {
-			if cerr := <-errs; cerr != nil && err == nil {
-				err = cerr
-			}
+		if _, cerr := finish(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
 

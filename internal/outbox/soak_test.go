@@ -2,10 +2,11 @@ package outbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,10 +186,10 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	store, err := dynamo.New(db, dynamo.Config{Table: table, Shards: 4})
 	require.NoError(t, err)
 	routes := delivery.Routes{"q1": awstest.NewQueue(t, false), "q2": awstest.NewQueue(t, false), "q3": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
+	queueURLs := slices.Collect(maps.Values(routes))
 	// A route whose queue does not exist: every send fails (transiently, as
 	// SQS answers), so its rows must spend their whole retry budget.
-	gone := routes["q1"] + "-gone"
-	routes["gone"] = gone
+	routes["gone"] = routes["q1"] + "-gone"
 
 	plan := faults.NewPlan(seed, map[faults.Kind]float64{
 		faults.SendCall: 0.02, faults.SendEntry: 0.03, faults.SendSender: 0.005, faults.SendAmbiguous: 0.01,
@@ -246,26 +247,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 
 	// Consume: one consumer per queue receives and deletes as the run goes,
 	// as a real consumer would (which also keeps moto's sends linear).
-	stopConsumers := make(chan struct{})
-	received := map[string]int{}
-	var consumers sync.WaitGroup
-	var receivedMu sync.Mutex
-	var consumeErrs []error
-	sqsClient := awstest.SQS(t)
-	for _, url := range routes {
-		if url == gone {
-			continue
-		}
-		consumers.Go(func() {
-			got, err := bench.Consume(ctx, sqsClient, url, stopConsumers)
-			receivedMu.Lock()
-			defer receivedMu.Unlock()
-			consumeErrs = append(consumeErrs, err)
-			for k, n := range got {
-				received[k] += n
-			}
-		})
-	}
+	finishConsuming := bench.ConsumeAll(ctx, awstest.SQS(t), queueURLs)
 
 	// Run: each round, three sweepers (some crash) and the wake for the
 	// wave staged that round; the clock moves one second per round.
@@ -331,9 +313,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	}
 	require.True(t, drained, "invariant 2: no row is stuck once faults stop and leases expire")
 
-	close(stopConsumers)
-	consumers.Wait()
-	require.NoError(t, errors.Join(consumeErrs...), "consuming the queues")
+	received, err := finishConsuming()
+	require.NoError(t, err, "consuming the queues")
 
 	// Check the invariants.
 	windows := plan.DuplicateWindows()
