@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -100,22 +101,14 @@ func (p *Plan) MarkDuplicateWindow(key string) {
 func (p *Plan) Counts() map[Kind]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[Kind]int, len(p.counts))
-	for k, v := range p.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.counts)
 }
 
 // DuplicateWindows returns, per key, the faults that may have re-sent it.
 func (p *Plan) DuplicateWindows() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int, len(p.affected))
-	for k, v := range p.affected {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.affected)
 }
 
 // Report formats the counts, one kind per line, sorted.
