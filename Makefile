@@ -49,13 +49,20 @@ soak: venv ## The long soak: SOAK_ROWS rows (20000) under random faults; prints 
 	OUTFLOW_SOAK_ROWS=$(SOAK_ROWS) OUTFLOW_SOAK_SEED=$(SOAK_SEED) OUTFLOW_SOAK_REPORT=$(abspath docs/soak-report.txt) \
 		$(GO) test -count=1 -run TestSoak -timeout 90m -v ./internal/outbox
 
+SOAK_RUNS ?= 20
+
+.PHONY: soak-repeat
+soak-repeat: venv ## The short soak (500 rows) SOAK_RUNS times (20) in a row, fresh seeds; fails if any run fails.
+	scripts/soak-repeat.sh $(SOAK_RUNS)
+
 .PHONY: lint
-lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck and shellcheck.
+lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck, shellcheck, and no binary or file over 1 MiB tracked.
+	.ci/tracked-files
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags localstack ./localstack/...
 	$(GO) run $(STATICCHECK) ./...
-	$(VENV)/bin/shellcheck localstack/*.sh .ci/run
+	$(VENV)/bin/shellcheck localstack/*.sh scripts/*.sh .ci/run .ci/tracked-files
 
 .PHONY: run
 run: venv ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).

@@ -14,6 +14,30 @@ import (
 	"github.com/outflowhq/outflow/internal/delivery"
 )
 
+// Received is what consumers took off their queues. An arrival is one
+// message SQS accepted, told apart by its MessageId: SQS delivers a message
+// again when its delete fails or its visibility timeout lapses, and that
+// second receive is not a second send.
+type Received struct {
+	// Arrivals counts the distinct messages received per Outflow key.
+	Arrivals map[string]int
+	// Redelivered counts the receives of a message already received.
+	Redelivered int
+	// DeleteFailed counts the entries DeleteMessageBatch refused; SQS
+	// delivers each again.
+	DeleteFailed int
+}
+
+func newReceived() Received { return Received{Arrivals: map[string]int{}} }
+
+func (r *Received) add(o Received) {
+	for k, n := range o.Arrivals {
+		r.Arrivals[k] += n
+	}
+	r.Redelivered += o.Redelivered
+	r.DeleteFailed += o.DeleteFailed
+}
+
 // Consume receives and deletes the messages on a queue, as a consumer
 // would, and counts them by Outflow key, until stop is closed and the queue
 // then reads empty three times running. Consuming while a run goes keeps
@@ -21,8 +45,9 @@ import (
 // so a queue left to fill makes sending quadratic in messages. It deletes
 // because a FIFO queue holds back a group's next message while one is in
 // flight.
-func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan struct{}) (map[string]int, error) {
-	got := map[string]int{}
+func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan struct{}) (Received, error) {
+	got := newReceived()
+	seen := map[string]bool{} // MessageIds received
 	for empty := 0; empty < 3; {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{delivery.AttrKey},
@@ -43,24 +68,31 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 		empty = 0
 		del := make([]sqstypes.DeleteMessageBatchRequestEntry, 0, len(out.Messages))
 		for i, m := range out.Messages {
-			got[aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)]++
+			if id := aws.ToString(m.MessageId); seen[id] {
+				got.Redelivered++
+			} else {
+				seen[id] = true
+				got.Arrivals[aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)]++
+			}
 			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 		}
-		if _, err := client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil {
+		res, err := client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del})
+		if err != nil {
 			return got, fmt.Errorf("delete from %s: %w", url, err)
 		}
+		got.DeleteFailed += len(res.Failed)
 	}
 	return got, nil
 }
 
 // ConsumeAll runs Consume on every queue in urls, concurrently. Call the
 // returned function once the run is over: it stops the consumers, waits for
-// them to empty their queues, and returns the counts by key summed over the
-// queues and any consumer's error.
-func ConsumeAll(ctx context.Context, client *sqs.Client, urls []string) (finish func() (map[string]int, error)) {
+// them to empty their queues, and returns what they received, summed over
+// the queues, and any consumer's error.
+func ConsumeAll(ctx context.Context, client *sqs.Client, urls []string) (finish func() (Received, error)) {
 	stop := make(chan struct{})
 	type result struct {
-		got map[string]int
+		got Received
 		err error
 	}
 	results := make(chan result, len(urls))
@@ -70,16 +102,14 @@ func ConsumeAll(ctx context.Context, client *sqs.Client, urls []string) (finish 
 			results <- result{got, err}
 		}()
 	}
-	return func() (map[string]int, error) {
+	return func() (Received, error) {
 		close(stop)
-		total := map[string]int{}
+		total := newReceived()
 		var errs []error
 		for range urls {
 			r := <-results
 			errs = append(errs, r.err)
-			for k, n := range r.got {
-				total[k] += n
-			}
+			total.add(r.got)
 		}
 		return total, errors.Join(errs...)
 	}

@@ -1,0 +1,225 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/faults"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// ledger records what really happened, below the faults: every claim,
+// send and successful settle, in one global order.
+type ledger struct {
+	mu     sync.Mutex
+	seq    int
+	claims map[string][]claim // key -> claims, in order
+	// sends holds the seq of each send SQS accepted; maybe, of each send
+	// whose outcome is unknown (the call failed or timed out after it may
+	// have reached SQS), so SQS may have accepted it.
+	sends, maybe map[string][]int
+	settles      map[string][]settle // key -> successful settles
+	bad          []string            // violations seen as they happened
+}
+
+type claim struct {
+	seq   int
+	token string
+}
+
+type settle struct {
+	seq   int
+	op    string
+	token string
+	final bool
+}
+
+func newLedger() *ledger {
+	return &ledger{claims: map[string][]claim{}, sends: map[string][]int{}, maybe: map[string][]int{}, settles: map[string][]settle{}}
+}
+
+func (l *ledger) next() int { l.seq++; return l.seq }
+
+// recStore records the real store's successful transitions.
+type recStore struct {
+	outbox.Store
+	l *ledger
+}
+
+func (s recStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
+	row, err := s.Store.Claim(ctx, key, now, lease, max)
+	if err == nil {
+		s.l.mu.Lock()
+		s.l.claims[key] = append(s.l.claims[key], claim{seq: s.l.next(), token: row.Token})
+		if row.Attempt > max {
+			s.l.bad = append(s.l.bad, fmt.Sprintf("%s claimed at attempt %d > %d", key, row.Attempt, max))
+		}
+		s.l.mu.Unlock()
+	}
+	return row, err
+}
+
+func (s recStore) settled(op string, row outbox.Row, final bool, err error) error {
+	if err != nil {
+		return err
+	}
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	claims := s.l.claims[row.Key]
+	if len(claims) == 0 || claims[len(claims)-1].token != row.Token {
+		s.l.bad = append(s.l.bad, fmt.Sprintf("%s: %s succeeded with a token that is not the latest claim", row.Key, op))
+	}
+	s.l.settles[row.Key] = append(s.l.settles[row.Key], settle{seq: s.l.next(), op: op, token: row.Token, final: final})
+	return nil
+}
+
+func (s recStore) Done(ctx context.Context, row outbox.Row, now time.Time) error {
+	return s.settled("done", row, true, s.Store.Done(ctx, row, now))
+}
+
+func (s recStore) Retry(ctx context.Context, row outbox.Row, due time.Time, h []outbox.AttemptError) error {
+	return s.settled("retry", row, false, s.Store.Retry(ctx, row, due, h))
+}
+
+func (s recStore) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, h []outbox.AttemptError) error {
+	return s.settled("dead-letter", row, true, s.Store.DeadLetter(ctx, row, now, h))
+}
+
+func (s recStore) Release(ctx context.Context, row outbox.Row) error {
+	return s.settled("release", row, false, s.Store.Release(ctx, row))
+}
+
+// recSQS records sends on the wire below the faults: those SQS accepted,
+// and those whose outcome is unknown. It sees each attempt the SDK makes,
+// retries included: an attempt that failed without SQS's answer (a crash
+// cancelled it, or it timed out) may still have reached SQS.
+type recSQS struct {
+	next delivery.API
+	l    *ledger
+	plan *faults.Plan
+}
+
+func (a recSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	keys := make(map[string]string, len(in.Entries))
+	for _, e := range in.Entries {
+		keys[aws.ToString(e.Id)] = aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue)
+	}
+	perAttempt := func(o *sqs.Options) {
+		o.APIOptions = append(slices.Clip(o.APIOptions), func(st *middleware.Stack) error {
+			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("soak-ledger", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleFinalize(ctx, in)
+				if err != nil && !refusedBySQS(err) {
+					a.l.record(a.l.maybe, slices.Collect(maps.Values(keys)))
+					if ctx.Err() == nil {
+						// Not a crash (the sweeper marks its own): a fault
+						// of the wire, after which SQS may hold the message
+						// and the SDK or a later attempt send it again.
+						for _, k := range keys {
+							a.plan.MarkDuplicateWindow(k)
+						}
+					}
+				}
+				return out, md, err
+			}), middleware.After)
+		})
+	}
+	out, err := a.next.SendMessageBatch(ctx, in, append(opts, perAttempt)...)
+	if err != nil {
+		return out, err
+	}
+	accepted := make([]string, 0, len(out.Successful))
+	for _, ok := range out.Successful {
+		accepted = append(accepted, keys[aws.ToString(ok.Id)])
+	}
+	a.l.record(a.l.sends, accepted)
+	return out, nil
+}
+
+// refusedBySQS reports whether SQS answered err with a client error, so it
+// accepted nothing. A request that got no answer has status 0.
+func refusedBySQS(err error) bool {
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500
+}
+
+// sentUnderClaim checks that every send of key, accepted or of unknown
+// outcome, went out under a live claim: after a claim, and before any
+// settle of that claim. Call it with l.mu held.
+func (l *ledger) sentUnderClaim(key string) error {
+	for _, s := range slices.Concat(l.sends[key], l.maybe[key]) {
+		i := slices.IndexFunc(l.claims[key], func(c claim) bool { return c.seq > s })
+		if i < 0 {
+			i = len(l.claims[key])
+		}
+		if i == 0 {
+			return fmt.Errorf("%s was sent (seq %d) before any claim", key, s)
+		}
+		c := l.claims[key][i-1]
+		for _, st := range l.settles[key] {
+			if st.token == c.token && st.seq < s {
+				return fmt.Errorf("%s was sent (seq %d) after its claim was settled %s (seq %d)", key, s, st.op, st.seq)
+			}
+		}
+	}
+	return nil
+}
+
+// record appends the next seq to each key's list in m.
+func (l *ledger) record(m map[string][]int, keys []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		m[k] = append(m[k], l.next())
+	}
+}
+
+// lostAnswer is an HTTP transport whose requests reach the server but whose
+// answers are lost, as when a crash cancels a call in flight.
+type lostAnswer struct{ next http.RoundTripper }
+
+func (l lostAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := l.next.RoundTrip(req)
+	if err == nil {
+		_ = res.Body.Close()
+	}
+	return nil, errors.New("connection reset after the request was sent")
+}
+
+func TestLedger_CountsASendWhoseAnswerWasLostAsPossiblyAccepted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := awstest.NewQueue(t, false)
+	lost := sqs.NewFromConfig(awstest.TestConfig(t), func(o *sqs.Options) {
+		o.HTTPClient = &http.Client{Transport: lostAnswer{next: http.DefaultTransport}}
+		o.RetryMaxAttempts = 1
+	})
+	led, plan := newLedger(), faults.NewPlan(1, nil)
+	rec := recSQS{next: lost, l: led, plan: plan}
+	_, err := rec.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: []sqstypes.SendMessageBatchRequestEntry{{
+		Id: aws.String("0"), MessageBody: aws.String("{}"),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{delivery.AttrKey: {DataType: aws.String("String"), StringValue: aws.String("k")}},
+	}}})
+	require.Error(t, err)
+
+	got := awstest.Receive(t, url, 1, 10*time.Second)
+	require.Len(t, got, 1, "the send reached SQS although its answer was lost")
+	require.Empty(t, led.sends["k"], "no answer, so no send is known to be accepted")
+	require.Len(t, led.maybe["k"], 1, "the send must count as possibly accepted, or its arrival looks like a double count")
+	require.Equal(t, 1, plan.DuplicateWindows()["k"], "a lost answer opens a duplicate window: the row will be sent again")
+}
