@@ -223,3 +223,45 @@ func TestLedger_CountsASendWhoseAnswerWasLostAsPossiblyAccepted(t *testing.T) {
 	require.Len(t, led.maybe["k"], 1, "the send must count as possibly accepted, or its arrival looks like a double count")
 	require.Equal(t, 1, plan.DuplicateWindows()["k"], "a lost answer opens a duplicate window: the row will be sent again")
 }
+
+func TestLedger_RefusesASendThatNoLiveClaimAllowed(t *testing.T) {
+	t.Parallel()
+	type event struct{ kind, token string } // claim, send, maybe, or a settle op
+	cases := []struct {
+		name   string
+		events []event
+		bad    string // what sentUnderClaim reports, or "" for none
+	}{
+		{"send under its claim", []event{{"claim", "t1"}, {"send", ""}, {"done", "t1"}}, ""},
+		{"send of unknown outcome under its claim", []event{{"claim", "t1"}, {"maybe", ""}, {"retry", "t1"}}, ""},
+		{"send under a new claim after a retry", []event{{"claim", "t1"}, {"send", ""}, {"retry", "t1"}, {"claim", "t2"}, {"send", ""}}, ""},
+		{"send before any claim", []event{{"send", ""}, {"claim", "t1"}}, "before any claim"},
+		{"send after the final settle", []event{{"claim", "t1"}, {"done", "t1"}, {"send", ""}}, "after its claim was settled done"},
+		{"send after a release", []event{{"claim", "t1"}, {"release", "t1"}, {"maybe", ""}}, "after its claim was settled release"},
+		{"send after a retry, before the next claim", []event{{"claim", "t1"}, {"retry", "t1"}, {"send", ""}, {"claim", "t2"}}, "after its claim was settled retry"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLedger()
+			for _, e := range tc.events {
+				switch e.kind {
+				case "claim":
+					l.claims["k"] = append(l.claims["k"], claim{seq: l.next(), token: e.token})
+				case "send":
+					l.record(l.sends, []string{"k"})
+				case "maybe":
+					l.record(l.maybe, []string{"k"})
+				default:
+					l.settles["k"] = append(l.settles["k"], settle{seq: l.next(), op: e.kind, token: e.token})
+				}
+			}
+			err := l.sentUnderClaim("k")
+			if tc.bad == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.bad)
+		})
+	}
+}
