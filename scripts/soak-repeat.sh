@@ -14,7 +14,7 @@ pass=0 fail=0
 for i in $(seq "$runs"); do
 	log=$bin/soak-logs/run-$i.log
 	start=$SECONDS
-	# A seed per run that no earlier run used; the test logs it too.
+	# A fresh random seed per run; the test logs it too.
 	seed=$(( (RANDOM << 15 | RANDOM) % 1000000007 + 1 ))
 	if (cd internal/outbox && OUTFLOW_SOAK_SEED=$seed "$bin/soak.test" -test.run '^TestSoak_' -test.count=1 -test.v >"$log" 2>&1); then
 		pass=$((pass + 1))

@@ -35,7 +35,12 @@ type ledger struct {
 	// have reached SQS), so SQS may have accepted it.
 	sends, maybe map[string][]int
 	settles      map[string][]settle // key -> successful settles
-	bad          []string            // violations seen as they happened
+	// calls counts the SendMessageBatch calls that carried each key at
+	// each attempt: one claim, one call (SDK retries stay inside it).
+	calls map[string]int
+	// handed holds the claim tokens the engine handed to the deliverer.
+	handed map[string]bool
+	bad    []string // violations seen as they happened
 }
 
 type claim struct {
@@ -51,7 +56,18 @@ type settle struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{claims: map[string][]claim{}, sends: map[string][]int{}, maybe: map[string][]int{}, settles: map[string][]settle{}}
+	return &ledger{claims: map[string][]claim{}, sends: map[string][]int{}, maybe: map[string][]int{}, settles: map[string][]settle{},
+		calls: map[string]int{}, handed: map[string]bool{}}
+}
+
+// finalSettle is the row's final settle (done, dead letter, expire,
+// quarantine), if it has one. Call it with l.mu held.
+func (l *ledger) finalSettle(key string) (settle, bool) {
+	i := slices.IndexFunc(l.settles[key], func(st settle) bool { return st.final })
+	if i < 0 {
+		return settle{}, false
+	}
+	return l.settles[key][i], true
 }
 
 func (l *ledger) next() int { l.seq++; return l.seq }
@@ -67,6 +83,9 @@ func (s recStore) Claim(ctx context.Context, key string, now time.Time, lease ti
 	if err == nil {
 		s.l.mu.Lock()
 		s.l.claims[key] = append(s.l.claims[key], claim{seq: s.l.next(), token: row.Token})
+		if st, ok := s.l.finalSettle(key); ok {
+			s.l.bad = append(s.l.bad, fmt.Sprintf("%s claimed after its final settle (%s)", key, st.op))
+		}
 		if row.Attempt > max {
 			s.l.bad = append(s.l.bad, fmt.Sprintf("%s claimed at attempt %d > %d", key, row.Attempt, max))
 		}
@@ -105,6 +124,62 @@ func (s recStore) Release(ctx context.Context, row outbox.Row) error {
 	return s.settled("release", row, false, s.Store.Release(ctx, row))
 }
 
+// Expire and Quarantine settle a row for good without a claim of their
+// own (a lapsed claim, a pending row past its budget, an unreadable item),
+// so they are recorded without the token check.
+func (s recStore) Expire(ctx context.Context, row outbox.Row, now time.Time, max int, h []outbox.AttemptError) error {
+	err := s.Store.Expire(ctx, row, now, max, h)
+	if err == nil {
+		s.l.recordFinal(row.Key, "expire")
+	}
+	return err
+}
+
+func (s recStore) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
+	err := s.Store.Quarantine(ctx, key, now, reason)
+	if err == nil {
+		s.l.recordFinal(key, "quarantine")
+	}
+	return err
+}
+
+func (l *ledger) recordFinal(key, op string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.settles[key] = append(l.settles[key], settle{seq: l.next(), op: op, final: true})
+}
+
+// handOver checks each row the engine hands to the deliverer, as it is
+// handed: its token is the row's latest claim, that claim is not settled,
+// the row has no final settle, and no earlier hand-over used the token.
+// (The soak's clock stands still within a round, so no lease lapses while
+// a row is on its way; a real deployment relies on the lease for this.)
+type handOver struct {
+	next outbox.Deliverer
+	l    *ledger
+}
+
+func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
+	h.l.mu.Lock()
+	for _, r := range rows {
+		claims := h.l.claims[r.Key]
+		_, final := h.l.finalSettle(r.Key)
+		switch {
+		case len(claims) == 0 || claims[len(claims)-1].token != r.Token:
+			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer under a token that is not its latest claim")
+		case slices.ContainsFunc(h.l.settles[r.Key], func(st settle) bool { return st.token == r.Token }):
+			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer after its claim was settled")
+		case final:
+			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer after its final settle")
+		case h.l.handed[r.Token]:
+			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer twice under one claim")
+		}
+		h.l.handed[r.Token] = true
+	}
+	h.l.mu.Unlock()
+	return h.next.Deliver(ctx, queue, rows)
+}
+
 // recSQS records sends on the wire below the faults: those SQS accepted,
 // and those whose outcome is unknown. It sees each attempt the SDK makes,
 // retries included: an attempt that failed without SQS's answer (a crash
@@ -117,9 +192,16 @@ type recSQS struct {
 
 func (a recSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	keys := make(map[string]string, len(in.Entries))
+	a.l.mu.Lock()
 	for _, e := range in.Entries {
-		keys[aws.ToString(e.Id)] = aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue)
+		key := aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue)
+		keys[aws.ToString(e.Id)] = key
+		site := key + " attempt " + aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue)
+		if a.l.calls[site]++; a.l.calls[site] > 1 {
+			a.l.bad = append(a.l.bad, site+": sent in more than one SendMessageBatch call")
+		}
 	}
+	a.l.mu.Unlock()
 	perAttempt := func(o *sqs.Options) {
 		o.APIOptions = append(slices.Clip(o.APIOptions), func(st *middleware.Stack) error {
 			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("soak-ledger", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
@@ -159,10 +241,14 @@ func refusedBySQS(err error) bool {
 }
 
 // sentUnderClaim checks that every send of key, accepted or of unknown
-// outcome, went out under a live claim: after a claim, and before any
-// settle of that claim. Call it with l.mu held.
+// outcome, went out under a live claim: after a claim, before any settle
+// of that claim, and before the row's final settle. Call it with l.mu held.
 func (l *ledger) sentUnderClaim(key string) error {
+	final, settled := l.finalSettle(key)
 	for _, s := range slices.Concat(l.sends[key], l.maybe[key]) {
+		if settled && final.seq < s {
+			return fmt.Errorf("%s was sent (seq %d) after its final settle, %s (seq %d)", key, s, final.op, final.seq)
+		}
 		i := slices.IndexFunc(l.claims[key], func(c claim) bool { return c.seq > s })
 		if i < 0 {
 			i = len(l.claims[key])
@@ -236,9 +322,11 @@ func TestLedger_RefusesASendThatNoLiveClaimAllowed(t *testing.T) {
 		{"send of unknown outcome under its claim", []event{{"claim", "t1"}, {"maybe", ""}, {"retry", "t1"}}, ""},
 		{"send under a new claim after a retry", []event{{"claim", "t1"}, {"send", ""}, {"retry", "t1"}, {"claim", "t2"}, {"send", ""}}, ""},
 		{"send before any claim", []event{{"send", ""}, {"claim", "t1"}}, "before any claim"},
-		{"send after the final settle", []event{{"claim", "t1"}, {"done", "t1"}, {"send", ""}}, "after its claim was settled done"},
+		{"send after the final settle", []event{{"claim", "t1"}, {"done", "t1"}, {"send", ""}}, "after its final settle, done"},
 		{"send after a release", []event{{"claim", "t1"}, {"release", "t1"}, {"maybe", ""}}, "after its claim was settled release"},
 		{"send after a retry, before the next claim", []event{{"claim", "t1"}, {"retry", "t1"}, {"send", ""}, {"claim", "t2"}}, "after its claim was settled retry"},
+		{"send under a stale claim after the row expired", []event{{"claim", "t1"}, {"expire", ""}, {"maybe", ""}}, "after its final settle, expire"},
+		{"send under a new claim after a dead letter", []event{{"claim", "t1"}, {"dead-letter", "t1"}, {"claim", "t2"}, {"send", ""}}, "after its final settle, dead-letter"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,7 +341,8 @@ func TestLedger_RefusesASendThatNoLiveClaimAllowed(t *testing.T) {
 				case "maybe":
 					l.record(l.maybe, []string{"k"})
 				default:
-					l.settles["k"] = append(l.settles["k"], settle{seq: l.next(), op: e.kind, token: e.token})
+					final := e.kind != "retry" && e.kind != "release"
+					l.settles["k"] = append(l.settles["k"], settle{seq: l.next(), op: e.kind, token: e.token, final: final})
 				}
 			}
 			err := l.sentUnderClaim("k")
@@ -262,6 +351,52 @@ func TestLedger_RefusesASendThatNoLiveClaimAllowed(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tc.bad)
+		})
+	}
+}
+
+type nopDeliverer struct{}
+
+func (nopDeliverer) Deliver(_ context.Context, _ string, rows []outbox.Row) []error {
+	return make([]error, len(rows))
+}
+
+func TestHandOver_RefusesARowWithoutItsOwnLiveClaim(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		ledger func(*ledger)
+		tokens []string // handed over, in order, for key k
+		bad    string
+	}{
+		{"its own live claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1"}, ""},
+		{"no claim at all", func(*ledger) {}, []string{"t1"}, "not its latest claim"},
+		{"another worker's newer claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}, {2, "t2"}} }, []string{"t1"}, "not its latest claim"},
+		{"a claim already settled", func(l *ledger) {
+			l.claims["k"] = []claim{{1, "t1"}}
+			l.settles["k"] = []settle{{seq: 2, op: "retry", token: "t1"}}
+		}, []string{"t1"}, "after its claim was settled"},
+		{"a row settled for good", func(l *ledger) {
+			l.claims["k"] = []claim{{1, "t1"}, {3, "t2"}}
+			l.settles["k"] = []settle{{seq: 2, op: "expire", final: true}}
+		}, []string{"t2"}, "after its final settle"},
+		{"twice under one claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1", "t1"}, "twice under one claim"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLedger()
+			tc.ledger(l)
+			h := handOver{next: nopDeliverer{}, l: l}
+			for _, tok := range tc.tokens {
+				h.Deliver(context.Background(), "q", []outbox.Row{{Key: "k", Token: tok}})
+			}
+			if tc.bad == "" {
+				require.Empty(t, l.bad)
+				return
+			}
+			require.Len(t, l.bad, 1)
+			require.Contains(t, l.bad[0], tc.bad)
 		})
 	}
 }
