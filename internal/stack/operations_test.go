@@ -235,7 +235,7 @@ func TestTranslation_SweepInvokesAreNeitherRetriedNorKept(t *testing.T) {
 	var configs []string
 	for _, name := range tr.OfType("AWS::Lambda::EventInvokeConfig") {
 		var c struct {
-			FunctionName                                    string
+			FunctionName                                   string
 			MaximumRetryAttempts, MaximumEventAgeInSeconds *int
 		}
 		resourceOf(t, tr, name, "AWS::Lambda::EventInvokeConfig", &c)
