@@ -39,7 +39,9 @@ func levelRank(name string) int {
 // ("Log-level filtering"): the line must be a JSON object with a "level"
 // key; an invalid or missing level counts as INFO; so does a line without
 // a valid RFC 3339 "timestamp". A line is kept when its level is at or
-// above the filter's.
+// above the filter's. The guide says Lambda also accepts "most common"
+// timestamp key names without listing them, so this filter is strict: only
+// the documented "timestamp" counts (slog's default "time" does not).
 func lambdaKeeps(line, filter string) bool {
 	level := "INFO"
 	var doc map[string]any
