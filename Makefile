@@ -1,6 +1,9 @@
 # Outflow — run `make help` for the targets.
 
 SHELL        := /bin/bash
+# The repository root, wherever make runs from: sam build runs the
+# build-<LogicalId> targets in a scratch copy of the function's CodeUri.
+ROOT         := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 GO           ?= go
 PYTHON       ?= python3
 VENV         := .venv
@@ -82,8 +85,18 @@ validate: venv ## Lint the SAM template with sam validate --lint.
 	$(VENV)/bin/sam validate --lint --region us-east-1
 
 .PHONY: sam-build
-sam-build: venv ## sam build, with the same small-binary flags as make build.
-	GOFLAGS="-trimpath -ldflags=-s -tags=lambda.norpc" CGO_ENABLED=0 $(VENV)/bin/sam build
+sam-build: venv ## sam build (plain sam build does the same: the template builds with the targets below).
+	$(VENV)/bin/sam build
+
+# template.yaml builds each function with BuildMethod makefile, so plain
+# `sam build` runs these with ARTIFACTS_DIR set: the same static linux/arm64
+# bootstrap as make build, whatever the host (cgo off even on an arm64 host
+# with a C compiler, where it would otherwise link the host's glibc).
+.PHONY: build-SweepFunction build-WakeFunction
+build-SweepFunction: ## (for sam build) The sweep bootstrap into $ARTIFACTS_DIR.
+	cd $(ROOT) && GOOS=linux GOARCH=arm64 $(GOBUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/sweep
+build-WakeFunction: ## (for sam build) The wake bootstrap into $ARTIFACTS_DIR.
+	cd $(ROOT) && GOOS=linux GOARCH=arm64 $(GOBUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/wake
 
 $(VENV)/.localstack: $(VENV)/.installed localstack/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r localstack/requirements.txt

@@ -161,8 +161,18 @@ func TestSweepBootstrap_InvalidConfigFailsInitNamingTheVariable(t *testing.T) {
 	emu, logs := start(t, "sweep", append(s.env, "OUTFLOW_MAX_ATTEMPTS=zero"))
 	_, err := emu.Invoke(context.Background(), []byte(schedulerEvent))
 	require.Error(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `OUTFLOW_MAX_ATTEMPTS="zero": not an integer`) },
-		5*time.Second, 50*time.Millisecond, logs.String())
+	// The error is a JSON line at ERROR, which Lambda's log filter keeps at
+	// every level.
+	require.Eventually(t, func() bool {
+		for line := range strings.Lines(logs.String()) {
+			var doc struct{ Level, Msg, Error string }
+			if json.Unmarshal([]byte(line), &doc) == nil && doc.Level == "ERROR" && doc.Msg == "init failed" &&
+				strings.Contains(doc.Error, `OUTFLOW_MAX_ATTEMPTS="zero": not an integer`) {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 50*time.Millisecond, logs.String())
 }
 
 func TestWakeBootstrap_DeliversRowsFromARealStreamRecord(t *testing.T) {

@@ -3,14 +3,13 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/outflowhq/outflow/internal/handler"
 )
 
 func main() {
-	err := handler.Serve(func(rt *handler.Runtime) any { return handler.NewWake(rt).Handle })
-	fmt.Fprintln(os.Stderr, "outflow wake init:", err)
+	// Serve returns only when the init failed, and has logged why.
+	_ = handler.Serve(func(rt *handler.Runtime) any { return handler.NewWake(rt).Handle })
 	os.Exit(1)
 }

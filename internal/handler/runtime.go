@@ -26,13 +26,27 @@ type Runtime struct {
 	Log    *slog.Logger
 	// Metrics receives one EMF line per invocation (stdout in Lambda).
 	Metrics io.Writer
+	// metricsLevel is the level the EMF lines carry, so Lambda's log
+	// filter keeps them at any application log level.
+	metricsLevel string
 }
 
 // Setup reads and validates the configuration through getenv, and builds
 // the AWS clients (from awsCfg), the store, the deliverer and the engine.
-// Logs and metrics go to out.
+// Logs and metrics go to out. An error that fails the init is also logged
+// there, as JSON at ERROR, so Lambda keeps it at every log level and the
+// operator reads which variable is wrong.
 func Setup(awsCfg aws.Config, getenv func(string) string, out io.Writer) (*Runtime, error) {
 	log := telemetry.NewLogger(out, getenv)
+	rt, err := setup(awsCfg, getenv, out, log)
+	if err != nil {
+		log.Error("init failed", "error", err.Error())
+		return nil, err
+	}
+	return rt, nil
+}
+
+func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *slog.Logger) (*Runtime, error) {
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
@@ -46,7 +60,7 @@ func Setup(awsCfg aws.Config, getenv func(string) string, out io.Writer) (*Runti
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, Engine: engine, Log: log, Metrics: out}, nil
+	return &Runtime{Config: cfg, Engine: engine, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}, nil
 }
 
 // report logs a summary and emits its metrics; a failed metrics write is
@@ -58,7 +72,7 @@ func (rt *Runtime) report(ctx context.Context, s telemetry.Summary) {
 		"skipped", s.Skipped, "conflicts", s.Conflicts, "errors", s.Errors,
 		"oldest_due_age_ms", s.OldestDueAgeMs, "duration_ms", s.DurationMs, "stopped", s.Stopped,
 		"records", s.Records, "ignored", s.Ignored)
-	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, time.Now(), s); err != nil {
+	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, rt.metricsLevel, time.Now(), s); err != nil {
 		rt.Log.WarnContext(ctx, "emit metrics failed", "error", err)
 	}
 }

@@ -7,16 +7,21 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
 // Serve is a function's whole life: at cold start it loads the AWS
 // configuration and Setup from the process environment, then hands the
 // handler newHandler builds to the Lambda runtime, which never returns.
-// Serve returns only the error that failed the init.
+// Serve returns only the error that failed the init, which it has logged
+// to stdout as JSON at ERROR (so it survives every log level).
 func Serve(newHandler func(*Runtime) any) error {
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
-		return fmt.Errorf("load aws config: %w", err)
+		err = fmt.Errorf("load aws config: %w", err)
+		telemetry.NewLogger(os.Stdout, os.Getenv).Error("init failed", "error", err.Error())
+		return err
 	}
 	rt, err := Setup(cfg, os.Getenv, os.Stdout)
 	if err != nil {

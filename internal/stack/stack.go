@@ -37,10 +37,13 @@ type Template struct {
 
 // Parameter is one template parameter.
 type Parameter struct {
-	Type          string
-	Default       any
-	AllowedValues []any
-	Description   string
+	Type           string
+	Default        any
+	AllowedValues  []any
+	AllowedPattern string
+	MinValue       *float64
+	MaxValue       *float64
+	Description    string
 	// Value is what it resolved to: the default or the override.
 	Value any
 }
@@ -51,6 +54,9 @@ type Resource struct {
 	Type       string
 	Properties map[string]any
 	Metadata   map[string]any
+	// Condition names the condition the resource depends on, if any.
+	// Resources whose condition is false are left out of the template.
+	Condition string
 }
 
 // noValue marks AWS::NoValue, which removes the key that holds it.
@@ -63,6 +69,11 @@ func Load(path string, overrides map[string]string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read template: %w", err)
 	}
+	return parse(raw, path, overrides)
+}
+
+// parse resolves a template given as YAML (or JSON, which is YAML).
+func parse(raw []byte, path string, overrides map[string]string) (*Template, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
@@ -110,6 +121,16 @@ func Load(path string, overrides map[string]string) (*Template, error) {
 	for name, v := range asMap(top["Resources"]) {
 		res := asMap(v)
 		typ, _ := res["Type"].(string)
+		cond, _ := res["Condition"].(string)
+		if cond != "" {
+			on, err := r.condition(cond)
+			if err != nil {
+				return nil, fmt.Errorf("resource %s: %w", name, err)
+			}
+			if !on {
+				continue
+			}
+		}
 		props := asMap(res["Properties"])
 		if typ == "AWS::Serverless::Function" {
 			props = mergeGlobals(globals, props)
@@ -122,7 +143,7 @@ func Load(path string, overrides map[string]string) (*Template, error) {
 		if err != nil {
 			return nil, fmt.Errorf("resource %s metadata: %w", name, err)
 		}
-		r.t.Resources[name] = Resource{Type: typ, Properties: asMap(resolved), Metadata: asMap(meta)}
+		r.t.Resources[name] = Resource{Type: typ, Properties: asMap(resolved), Metadata: asMap(meta), Condition: cond}
 	}
 	outs, err := r.resolve(asMap(top["Outputs"]))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/eventfilter"
 	"github.com/outflowhq/outflow/internal/stack"
-	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
 const templatePath = "../../template.yaml"
@@ -44,8 +44,29 @@ func TestTemplate_FunctionsAreGoOnGravitonWithJSONLogs(t *testing.T) {
 		require.Equal(t, []string{"arm64"}, f.Architectures, name)
 		require.Equal(t, "bootstrap", f.Handler, name)
 		require.Equal(t, "JSON", f.LoggingConfig.LogFormat, name)
-		require.Equal(t, "go1.x", tpl.Resources[name].Metadata["BuildMethod"], name)
 		require.DirExists(t, "../../"+f.CodeUri, name)
+	}
+}
+
+// TestTemplate_PlainSamBuildMakesStaticBootstraps checks what `sam build`
+// runs for each function: the Makefile's build-<LogicalId> target, which
+// must build the function's own package for Lambda's OS and architecture
+// with cgo off (on an arm64 host with a C compiler cgo would otherwise stay
+// on and link the host's glibc).
+func TestTemplate_PlainSamBuildMakesStaticBootstraps(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	for _, name := range functions {
+		f := function(t, tpl, name)
+		meta := tpl.Resources[name].Metadata
+		require.Equal(t, "makefile", meta["BuildMethod"], name)
+		require.Equal(t, ".", meta["ContextPath"], "%s: the repository's Makefile", name)
+		out, err := exec.Command("make", "-s", "-n", "-C", "../..", "build-"+name, "ARTIFACTS_DIR=/artifacts").CombinedOutput()
+		require.NoError(t, err, "%s: %s", name, out)
+		cmd := string(out)
+		for _, want := range []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + f.Architectures[0], " build ", "-o \"/artifacts/bootstrap\"", " ./" + f.CodeUri} {
+			require.Contains(t, cmd, want, name)
+		}
 	}
 }
 
@@ -82,12 +103,9 @@ func TestTemplate_StreamMappingIsTunedForAnAdvisoryWake(t *testing.T) {
 	require.Positive(t, ev.ParallelizationFactor)
 }
 
-func TestTemplate_SweepIsSingleAndTimesOutBeforeItsLease(t *testing.T) {
+func TestTemplate_FunctionsTimeOutBeforeTheirLease(t *testing.T) {
 	t.Parallel()
 	tpl := load(t, nil)
-	sweep := function(t, tpl, "SweepFunction")
-	require.NotNil(t, sweep.ReservedConcurrentExecutions)
-	require.Equal(t, 1, *sweep.ReservedConcurrentExecutions)
 	for _, name := range functions {
 		f := function(t, tpl, name)
 		lease, err := time.ParseDuration(f.Environment.Variables["OUTFLOW_LEASE"])
@@ -274,17 +292,17 @@ func hasVar(name string) bool {
 func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
 	t.Parallel()
 	tpl := load(t, nil)
-	emitted := telemetry.MetricNames()
 	seen := map[string]bool{}
 	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		var a struct{ Namespace, MetricName string }
-		require.NoError(t, tpl.Resources[name].Decode(&a))
+		a := alarm(t, tpl, name)
 		seen[a.MetricName] = true
-		if a.Namespace == "Outflow" {
-			require.Contains(t, emitted, a.MetricName, name)
+		dims := map[string]string{}
+		for _, d := range a.Dimensions {
+			dims[d.Name] = d.Value
 		}
+		requireEmitted(t, name, a.Namespace, a.MetricName, dims)
 	}
-	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge"} {
+	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
 		require.True(t, seen[m], "an alarm on %s", m)
 	}
 }

@@ -59,6 +59,14 @@ var metrics = []metric{
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
 }
 
+// dimensions is the one dimension set every metric is emitted with: the
+// table, so alarms see the sweep and the wake together.
+var dimensions = []string{"Table"}
+
+// Dimensions lists the dimension names every metric WriteEMF emits has, for
+// alarms, the dashboard and tests.
+func Dimensions() []string { return append([]string(nil), dimensions...) }
+
 // MetricNames lists the metrics WriteEMF emits, for alarms and tests.
 func MetricNames() []string {
 	names := make([]string, len(metrics))
@@ -70,14 +78,18 @@ func MetricNames() []string {
 
 // WriteEMF writes s as one CloudWatch Embedded Metric Format line to w, in
 // namespace, with the table as the only dimension so alarms see the sweep
-// and the wake together. DeadLettered includes expired rows.
-func WriteEMF(w io.Writer, namespace, table string, at time.Time, s Summary) error {
+// and the wake together. DeadLettered includes expired rows. The line
+// carries level (see RecordLevel) and an RFC 3339 timestamp, so Lambda's
+// log-level filter keeps it: a line without them counts as INFO and is
+// dropped at WARN or ERROR, and with it every Outflow metric.
+func WriteEMF(w io.Writer, namespace, table, level string, at time.Time, s Summary) error {
 	type metricDef struct {
 		Name string `json:"Name"`
 		Unit string `json:"Unit"`
 	}
 	defs := make([]metricDef, len(metrics))
-	doc := map[string]any{"Table": table, "Function": s.Function}
+	doc := map[string]any{"Table": table, "Function": s.Function,
+		LevelKey: level, TimestampKey: at.UTC().Format(time.RFC3339Nano), "msg": s.Function + " metrics"}
 	for i, m := range metrics {
 		defs[i] = metricDef{Name: m.name, Unit: m.unit}
 		doc[m.name] = m.value(s)
@@ -86,7 +98,7 @@ func WriteEMF(w io.Writer, namespace, table string, at time.Time, s Summary) err
 		"Timestamp": at.UnixMilli(),
 		"CloudWatchMetrics": []map[string]any{{
 			"Namespace":  namespace,
-			"Dimensions": [][]string{{"Table"}},
+			"Dimensions": [][]string{Dimensions()},
 			"Metrics":    defs,
 		}},
 	}

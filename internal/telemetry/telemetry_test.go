@@ -17,7 +17,7 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	sum := telemetry.NewSummary("sweep", outbox.Result{Claimed: 5, Delivered: 3, DeadLettered: 1, Expired: 1, OldestDueAge: 1500 * time.Millisecond, Duration: 2 * time.Second})
-	require.NoError(t, telemetry.WriteEMF(&buf, "Outflow", "outbox", time.UnixMilli(123), sum))
+	require.NoError(t, telemetry.WriteEMF(&buf, "Outflow", "outbox", "WARN", time.UnixMilli(123), sum))
 	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte("\n")))
 
 	var doc struct {
@@ -30,6 +30,8 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 			}
 		} `json:"_aws"`
 		Table          string
+		Level          string `json:"level"`
+		Timestamp      string `json:"timestamp"`
 		Delivered      int64
 		DeadLettered   int64
 		OldestDueAgeMs int64
@@ -41,6 +43,11 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 	cw := doc.AWS.CloudWatchMetrics[0]
 	require.Equal(t, "Outflow", cw.Namespace)
 	require.Equal(t, [][]string{{"Table"}}, cw.Dimensions)
+	require.Equal(t, [][]string{telemetry.Dimensions()}, cw.Dimensions)
+	require.Equal(t, "WARN", doc.Level, "the level Lambda's log filter reads")
+	at, err := time.Parse(time.RFC3339Nano, doc.Timestamp)
+	require.NoError(t, err, "Lambda reads an RFC 3339 timestamp")
+	require.True(t, at.Equal(time.UnixMilli(123)))
 	require.Len(t, cw.Metrics, len(telemetry.MetricNames()))
 	require.Equal(t, "outbox", doc.Table)
 	require.Equal(t, int64(3), doc.Delivered)
@@ -63,4 +70,25 @@ func TestLevel_FollowsLambdaLogLevel(t *testing.T) {
 	log.Warn("shown")
 	require.NotContains(t, buf.String(), "hidden")
 	require.Contains(t, buf.String(), `"msg":"shown"`)
+}
+
+func TestNewLogger_LinesCarryTheKeysLambdasLogFilterReads(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	telemetry.NewLogger(&buf, func(string) string { return "" }).Warn("careful", "n", 1)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line))
+	require.Equal(t, "WARN", line["level"])
+	require.NotContains(t, line, "time", "Lambda documents timestamp, not time")
+	ts, ok := line["timestamp"].(string)
+	require.True(t, ok, buf.String())
+	_, err := time.Parse(time.RFC3339Nano, ts)
+	require.NoError(t, err)
+}
+
+func TestRecordLevel_IsTheFunctionsLevelButNeverBelowInfo(t *testing.T) {
+	t.Parallel()
+	for level, want := range map[string]string{"": "INFO", "TRACE": "INFO", "DEBUG": "INFO", "INFO": "INFO", "WARN": "WARN", "ERROR": "ERROR", "FATAL": "ERROR"} {
+		require.Equal(t, want, telemetry.RecordLevel(func(string) string { return level }), level)
+	}
 }
