@@ -372,7 +372,9 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 // index as failed without the dead-index keys, so it stops costing a
 // refused write per sweep; the error says so, and names the key.
 func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, cause error) error {
-	reason := fmt.Sprintf("%s: the %s would pass DynamoDB's item size limit", ErrItemTooLarge, op)
+	// The reason is short on purpose: it must fit where the transition
+	// did not. The error returned gives the detail.
+	reason := fmt.Sprintf("%s: %s", ErrItemTooLarge, op)
 	queue := ""
 	if out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
@@ -389,16 +391,16 @@ func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expressio
 		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
 		Set(expression.Name(AttrLastError), expression.Value(reason))
 	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
+	if err == nil {
+		return fmt.Errorf("%w: %s: %s: the %s would pass DynamoDB's item size limit (after: %w)", outbox.ErrDeadLettered, key, reason, op, cause)
+	}
 	if isSizeError(err) {
 		if _, err = s.update(ctx, op+" (too large)", key, cond, leave, types.ReturnValueNone); err == nil {
 			return fmt.Errorf("%w: %s: %s, and too large even for the dead index: it left the due index as failed; read it with outflow dead show %s (after: %w)",
 				outbox.ErrDeadLettered, key, reason, key, cause)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: %s: %s (after: %w)", outbox.ErrDeadLettered, key, reason, cause)
+	return err
 }
 
 // Release implements outbox.Store: the attempt the claim took is given back
