@@ -15,7 +15,9 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-func n(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
@@ -78,11 +80,17 @@ func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t, 0)
 	valid := map[string]func(map[string]types.AttributeValue){
-		"pending":                 func(map[string]types.AttributeValue) {},
-		"pending at budget":       func(it map[string]types.AttributeValue) { it["attempt"] = n(maxAttempts) },
-		"claimed under lease":     func(it map[string]types.AttributeValue) { it["status"], it["lease_until"] = s("claimed"), n(t0.Add(lease).UnixMilli()) },
-		"fractional attempt":      func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
-		"done out of the index":   func(it map[string]types.AttributeValue) { it["status"] = s("done"); delete(it, "shard"); delete(it, "due_at") },
+		"pending":           func(map[string]types.AttributeValue) {},
+		"pending at budget": func(it map[string]types.AttributeValue) { it["attempt"] = n(maxAttempts) },
+		"claimed under lease": func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(lease).UnixMilli())
+		},
+		"fractional attempt": func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
+		"done out of the index": func(it map[string]types.AttributeValue) {
+			it["status"] = s("done")
+			delete(it, "shard")
+			delete(it, "due_at")
+		},
 		"created_at a string too": func(it map[string]types.AttributeValue) { it["created_at"] = s("yesterday") },
 	}
 	for name, mutate := range valid {
