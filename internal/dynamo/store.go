@@ -384,10 +384,14 @@ func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expressio
 			queue = q.Value
 		}
 	}
-	leave := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)).
-		Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
-		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil)).Remove(expression.Name(AttrClaimedAt))
-	dead := leave.Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
+	// A builder shares its operations with every copy, so each update is
+	// built afresh.
+	leaveDue := func() expression.UpdateBuilder {
+		return expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)).
+			Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
+			Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil)).Remove(expression.Name(AttrClaimedAt))
+	}
+	dead := leaveDue().Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
 		Set(expression.Name(AttrLastError), expression.Value(reason))
 	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
@@ -395,7 +399,7 @@ func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expressio
 		return fmt.Errorf("%w: %s: %s: the %s would pass DynamoDB's item size limit (after: %w)", outbox.ErrDeadLettered, key, reason, op, cause)
 	}
 	if isSizeError(err) {
-		if _, err = s.update(ctx, op+" (too large)", key, cond, leave, types.ReturnValueNone); err == nil {
+		if _, err = s.update(ctx, op+" (too large)", key, cond, leaveDue(), types.ReturnValueNone); err == nil {
 			return fmt.Errorf("%w: %s: %s, and too large even for the dead index: it left the due index as failed; read it with outflow dead show %s (after: %w)",
 				outbox.ErrDeadLettered, key, reason, key, cause)
 		}

@@ -57,15 +57,19 @@ func TestSweep_DeadLettersARawItemTooLargeToClaim(t *testing.T) {
 	h.stage(t, rowsFor("orders", 2, "")...)
 	// The claim's token, lease and claim time take it past the limit.
 	putSized(t, h, "huge", "orders", motoItemLimit-60)
+	// This one cannot even take the dead-letter keys: it leaves the due
+	// index as failed, and the error names it.
+	putSized(t, h, "brim", "orders", motoItemLimit-5)
 
 	res, err := h.engine(t, testPolicy(), nil).Sweep(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Delivered, "the others go on")
-	require.Equal(t, 1, res.DeadLettered, "%+v", res)
+	require.Equal(t, 2, res.DeadLettered, "%+v", res)
 	got := h.row(t, "huge")
 	require.Equal(t, outbox.StatusFailed, got.Status)
 	require.Equal(t, "item too large: claim", got.LastError)
 	require.Equal(t, 0, got.Attempt, "never claimed")
+	require.Equal(t, outbox.StatusFailed, h.row(t, "brim").Status)
 
 	res, err = h.engine(t, testPolicy(), nil).Sweep(context.Background())
 	require.NoError(t, err)
