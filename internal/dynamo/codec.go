@@ -123,11 +123,6 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	if serr == nil {
 		row.Status = st.Status
 	}
-	defer func() {
-		if serr == nil { // the state's own reading is the one transitions use
-			row.DueAt, row.LeaseUntil = fromMs(st.DueAt), fromMs(st.LeaseUntil)
-		}
-	}()
 	row.Queue = d.str(AttrQueue)
 	row.Payload = d.payload()
 	row.Attributes = d.strMap(AttrAttributes)
@@ -140,6 +135,16 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	row.FailedAt = fromMs(d.num(AttrFailedAt))
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
+	if serr == nil {
+		// The state's own reading is the one the conditions use, whatever
+		// the strict reading above made of these two (a fraction, say).
+		if _, ok := av[AttrDueAt].(*types.AttributeValueMemberN); ok {
+			row.DueAt = fromMs(st.DueAt)
+		}
+		if st.Status == outbox.StatusClaimed {
+			row.LeaseUntil = fromMs(st.LeaseUntil)
+		}
+	}
 	if n, ok := av[AttrAttempt].(*types.AttributeValueMemberN); ok && serr == nil {
 		if _, err := strconv.Atoi(n.Value); err != nil {
 			d.fail("%s must be a whole number, got %s", AttrAttempt, n.Value)
