@@ -113,3 +113,44 @@ func TestStore_QueryDueReadsKeysWhateverCreatedAtHolds(t *testing.T) {
 		require.Len(t, seen, len(keys), "every row, once")
 	}
 }
+
+func TestStore_ARowStagedAtTheEdgeIsClaimedAgainAfterItsHistoryGrows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	// The largest payload staging accepts for this row.
+	row := outbox.Row{Key: "edge", Queue: "orders"}
+	lo, hi := 1, dynamo.ItemLimit
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		row.Payload = []byte(strings.Repeat("x", mid))
+		if _, err := st.StageInput(row, t0); err == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	row.Payload = []byte(strings.Repeat("x", lo))
+	require.Greater(t, lo, dynamo.ItemLimit-dynamo.Growth("orders")-200)
+	require.NoError(t, st.Stage(ctx, row, t0))
+	over := row
+	over.Key, over.Payload = "over", append([]byte("x"), row.Payload...)
+	require.ErrorIs(t, st.Stage(ctx, over, t0), dynamo.ErrItemTooLarge, "one byte more is refused")
+
+	// Its history fills up to the full five errors at the largest size;
+	// every claim still reads it as a row, never as too large.
+	long := outbox.TruncateError(strings.Repeat("e", 2*outbox.MaxErrorBytes))
+	now := t0
+	var hist []outbox.AttemptError
+	for attempt := 1; attempt <= outbox.ErrorHistory+1; attempt++ {
+		c, err := st.Claim(ctx, "edge", now, lease, 100)
+		require.NoError(t, err)
+		require.Empty(t, c.Malformed, "attempt %d", attempt)
+		hist = append(hist, outbox.AttemptError{At: now, Attempt: c.Attempt, Message: long})
+		if len(hist) > outbox.ErrorHistory {
+			hist = hist[1:]
+		}
+		require.NoError(t, st.Retry(ctx, c, now, hist))
+		now = now.Add(time.Second)
+	}
+}

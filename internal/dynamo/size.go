@@ -100,24 +100,33 @@ func Growth(queue string) int {
 // claimGrowth is the part of Growth the claim itself takes.
 const claimGrowth = len(AttrToken) + 26 + len(AttrLeaseUntil) + numMax + len(AttrClaimedAt) + numMax + len(AttrAttempt) + numMax
 
-// checkSettleSize reports, wrapping ErrItemTooLarge, a claimed item that
-// leaves too little room for the rest of its life: Growth less the claim,
-// which it already holds. A row staged through Stage always passes.
-func checkSettleSize(key, queue string, av map[string]types.AttributeValue) error {
-	size, room := ItemSize(av), Growth(queue)-claimGrowth
-	if size+room > ItemLimit {
-		return fmt.Errorf("%w: row %s is %d bytes as claimed; with the %d bytes its history and dead-letter keys may add, it would pass the %d-byte item limit",
-			ErrItemTooLarge, key, size, room, ItemLimit)
-	}
-	return nil
+// deliveryState are the attributes Growth makes room for: what Outflow adds to
+// a row after staging.
+var deliveryState = []string{
+	AttrToken, AttrLeaseUntil, AttrClaimedAt, AttrErrors, AttrLastError, AttrFailedAt, AttrDeadQueue,
+	AttrDoneAt, AttrExpiresAt, AttrRedrivenAt,
 }
 
-// checkSize reports, wrapping ErrItemTooLarge, an item that leaves less
-// than Growth under ItemLimit.
+// baseSize is an item's size without the attributes Growth makes room for,
+// so a row is measured alike at staging and at any later claim, whatever
+// history it has gathered meanwhile.
+func baseSize(av map[string]types.AttributeValue) int {
+	n := ItemSize(av)
+	for _, name := range deliveryState {
+		if v, ok := av[name]; ok {
+			n -= len(name) + valueSize(v)
+		}
+	}
+	return n
+}
+
+// checkSize reports, wrapping ErrItemTooLarge, an item whose content leaves
+// less than Growth under ItemLimit. Staging applies it to every row, and
+// the claim to rows other producers wrote.
 func checkSize(key, queue string, av map[string]types.AttributeValue) error {
-	size, room := ItemSize(av), Growth(queue)
+	size, room := baseSize(av), Growth(queue)
 	if size+room > ItemLimit {
-		return fmt.Errorf("%w: row %s is %d bytes as stored; with the %d bytes its delivery state may add, it would pass the %d-byte item limit",
+		return fmt.Errorf("%w: row %s is %d bytes without its delivery state; with the %d bytes that may add, it would pass the %d-byte item limit",
 			ErrItemTooLarge, key, size, room, ItemLimit)
 	}
 	return nil

@@ -249,7 +249,7 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 		// Another producer's item may leave no room for the history and
 		// dead-letter keys; refuse it now, with the reason, rather than
 		// fail on size after it was sent.
-		derr = checkSettleSize(key, row.Queue, out.Attributes)
+		derr = checkSize(key, row.Queue, out.Attributes)
 	}
 	if derr != nil {
 		// The claim condition held, so the state fields are sound; keep
