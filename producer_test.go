@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +166,38 @@ func TestTransactItem_CommitsAndRollsBackWithTheBusinessWrite(t *testing.T) {
 
 	_, err = p.TransactItem(outflow.Row{Queue: "events.fifo", Payload: []byte("x")})
 	require.ErrorIs(t, err, outflow.ErrGroupRequired)
+}
+
+func TestRowValidate_SizesTheAttemptAtTheWidestTheBudgetAllows(t *testing.T) {
+	t.Parallel()
+	const limit = 1024
+	key := "order-1"
+	// At attempt 1 this message is exactly at the limit: body plus the
+	// outflow.key and outflow.attempt attributes (name, type, value).
+	fixed := len("outflow.key") + len("String") + len(key) + len("outflow.attempt") + len("Number") + len("1")
+	r := outflow.Row{Key: key, Queue: "orders", Payload: []byte(strings.Repeat("x", limit-fixed))}
+	// A budget of 10 or more sends it as attempt 10 one day, a byte over:
+	// staging refuses it now, rather than the dispatcher dead-letter it then.
+	require.ErrorIs(t, r.Validate(limit), outflow.ErrPayloadTooLarge)
+	// Room for the widest attempt number any budget allows (1000) fits.
+	r.Payload = r.Payload[:len(r.Payload)-3]
+	require.NoError(t, r.Validate(limit))
+}
+
+func TestPut_RefusesARowWithNoRoomForItsDeliveryState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: awstest.NewTable(t), MaxMessageBytes: dynamo.MaxMessageBytes})
+	require.NoError(t, err)
+	// Within the message limit, but with the attributes the row's item
+	// leaves no room for the claim and the error history.
+	attrs := map[string]string{}
+	for i := range 8 {
+		attrs["a"+strconv.Itoa(i)] = strings.Repeat("v", 300)
+	}
+	row := outflow.Row{Key: "big", Queue: strings.Repeat("q", 3000), Payload: []byte(strings.Repeat("x", dynamo.MaxMessageBytes-3000)), Attributes: attrs}
+	_, err = p.Put(ctx, row)
+	require.ErrorIs(t, err, outflow.ErrItemTooLarge)
+	_, err = p.TransactItem(row)
+	require.ErrorIs(t, err, outflow.ErrItemTooLarge)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -47,6 +48,10 @@ var (
 	// ErrKeyConflict is returned by Put when the key is already staged
 	// with different content.
 	ErrKeyConflict = errors.New("key already staged with different content")
+	// ErrItemTooLarge is returned by Put and TransactItem when the row's
+	// item, with the room its delivery state needs, would pass DynamoDB's
+	// item size limit.
+	ErrItemTooLarge = dynamo.ErrItemTooLarge
 )
 
 // MaxOwnAttributes is how many attributes a row may carry: SQS allows 10,
@@ -69,7 +74,10 @@ func (r Row) Validate(maxBytes int) error {
 	if key == "" {
 		key = "01ARZ3NDEKTSV4RRFFQ69G5FAV" // a ULID stands in for the key to be generated
 	}
+	// The size is checked with the widest attempt number any budget
+	// allows: outflow.attempt grows with the attempt, and a message that
+	// fits only at attempt 1 would be refused as permanent at attempt 10.
 	return delivery.Validate(outbox.Row{
-		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: r.Attributes, Group: r.Group, Attempt: 1,
+		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: r.Attributes, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
 	}, strings.HasSuffix(r.Queue, ".fifo"), maxBytes)
 }

@@ -25,6 +25,10 @@ type Config struct {
 	Routes          delivery.Routes
 	Policy          outbox.Policy
 	MaxMessageBytes int
+	// FunctionTimeout is this function's timeout, when the deployment
+	// says it; 0 when it does not, and the deadline is checked at each
+	// invocation only.
+	FunctionTimeout time.Duration
 	// MetricsNamespace is the CloudWatch namespace of the EMF metrics.
 	MetricsNamespace string
 }
@@ -72,7 +76,8 @@ var Vars = []Var{
 	{"OUTFLOW_DEADLINE_MARGIN", "10s", "Time kept free before the invocation deadline; unsent claims are released inside it.", durVar(func(c *Config) *time.Duration { return &c.Policy.DeadlineMargin }), "DeadlineMargin"},
 	{"OUTFLOW_ROW_BUDGET", "10000", "Most rows one sweep claims.", intVar(func(c *Config) *int { return &c.Policy.RowBudget }), "RowBudget"},
 	{"OUTFLOW_BATCH_LINGER", "2s", "Longest a partial SQS batch waits for more rows while claims are still arriving; it goes at once when none are.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
-	{"OUTFLOW_MAX_MESSAGE_BYTES", "262144", "Size limit of one message and one batch (SQS accepts up to 1048576).", intVar(func(c *Config) *int { return &c.MaxMessageBytes }), ""},
+	{"OUTFLOW_MAX_MESSAGE_BYTES", "262144", "Size limit of one message and one batch, at most 393216: what a DynamoDB item can carry with Outflow's own attributes (SQS accepts up to 1048576).", intVar(func(c *Config) *int { return &c.MaxMessageBytes }), ""},
+	{"OUTFLOW_FUNCTION_TIMEOUT", "0s", "This function's timeout, so init refuses a lease that does not exceed it or a deadline margin that does not fit in it; 0s checks each invocation's deadline only.", durVar(func(c *Config) *time.Duration { return &c.FunctionTimeout }), ""},
 	{"OUTFLOW_METRICS_NAMESPACE", "Outflow", "CloudWatch namespace of the embedded metrics.", func(c *Config, v string) error {
 		c.MetricsNamespace = v
 		return nil
@@ -141,8 +146,17 @@ func (c Config) validate() error {
 			errs = append(errs, e)
 		}
 	}
-	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1024*1024 {
-		errs = append(errs, fmt.Errorf("OUTFLOW_MAX_MESSAGE_BYTES=%d: must be in [1024, 1048576]", c.MaxMessageBytes))
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > dynamo.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("OUTFLOW_MAX_MESSAGE_BYTES=%d: must be in [1024, %d], what a DynamoDB item can carry", c.MaxMessageBytes, dynamo.MaxMessageBytes))
+	}
+	switch {
+	case c.FunctionTimeout < 0:
+		errs = append(errs, fmt.Errorf("OUTFLOW_FUNCTION_TIMEOUT=%s: must not be negative", c.FunctionTimeout))
+	case c.FunctionTimeout > 0:
+		if err := c.Policy.CheckDeadline(c.FunctionTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("OUTFLOW_FUNCTION_TIMEOUT=%s: %w (OUTFLOW_LEASE=%s, OUTFLOW_DEADLINE_MARGIN=%s)",
+				c.FunctionTimeout, err, c.Policy.Lease, c.Policy.DeadlineMargin))
+		}
 	}
 	return errors.Join(errs...)
 }

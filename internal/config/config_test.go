@@ -57,7 +57,8 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_DEADLINE_MARGIN"] = "5s"
 	kv["OUTFLOW_ROW_BUDGET"] = "500"
 	kv["OUTFLOW_BATCH_LINGER"] = "0s"
-	kv["OUTFLOW_MAX_MESSAGE_BYTES"] = "1048576"
+	kv["OUTFLOW_MAX_MESSAGE_BYTES"] = "393216"
+	kv["OUTFLOW_FUNCTION_TIMEOUT"] = "1m"
 	kv["OUTFLOW_METRICS_NAMESPACE"] = "Mine"
 	c, err := config.Load(env(kv))
 	require.NoError(t, err)
@@ -66,7 +67,8 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	p := c.Policy
 	require.Equal(t, []any{3, 250 * time.Millisecond, 3, time.Minute, 0.0, 2 * time.Minute, time.Duration(0), 50, 8, 5 * time.Second, 500, time.Duration(0)},
 		[]any{p.MaxAttempts, p.BackoffBase, p.BackoffMultiplier, p.BackoffMax, p.Jitter, p.Lease, p.WakeGrace, p.PageSize, p.Concurrency, p.DeadlineMargin, p.RowBudget, p.BatchLinger})
-	require.Equal(t, 1048576, c.MaxMessageBytes)
+	require.Equal(t, 393216, c.MaxMessageBytes)
+	require.Equal(t, time.Minute, c.FunctionTimeout)
 	require.Equal(t, "Mine", c.MetricsNamespace)
 	require.Len(t, config.Vars, len(kv), "every variable is covered here")
 }
@@ -97,7 +99,15 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 		{"OUTFLOW_DEADLINE_MARGIN", "-1s", "OUTFLOW_DEADLINE_MARGIN=-1s: must not be negative"},
 		{"OUTFLOW_ROW_BUDGET", "0", "OUTFLOW_ROW_BUDGET=0: must be at least 1"},
 		{"OUTFLOW_BATCH_LINGER", "x", `OUTFLOW_BATCH_LINGER="x": not a duration`},
-		{"OUTFLOW_MAX_MESSAGE_BYTES", "2000000", "OUTFLOW_MAX_MESSAGE_BYTES=2000000: must be in [1024, 1048576]"},
+		{"OUTFLOW_MAX_MESSAGE_BYTES", "2000000", "OUTFLOW_MAX_MESSAGE_BYTES=2000000: must be in [1024, 393216]"},
+		// SQS accepts 1 MiB, but no DynamoDB item can hold such a row.
+		{"OUTFLOW_MAX_MESSAGE_BYTES", "1048576", "OUTFLOW_MAX_MESSAGE_BYTES=1048576: must be in [1024, 393216], what a DynamoDB item can carry"},
+		{"OUTFLOW_MAX_ATTEMPTS", "1001", "OUTFLOW_MAX_ATTEMPTS=1001: must be at most 1000"},
+		{"OUTFLOW_BACKOFF_MAX", "876000h", "OUTFLOW_BACKOFF_MAX=876000h0m0s: must be at most 8760h0m0s"},
+		{"OUTFLOW_FUNCTION_TIMEOUT", "soon", `OUTFLOW_FUNCTION_TIMEOUT="soon": not a duration`},
+		{"OUTFLOW_FUNCTION_TIMEOUT", "-1s", "OUTFLOW_FUNCTION_TIMEOUT=-1s: must not be negative"},
+		{"OUTFLOW_FUNCTION_TIMEOUT", "5m", "OUTFLOW_FUNCTION_TIMEOUT=5m0s: lease (5m0s) must be longer than the invocation timeout (5m0s)"},
+		{"OUTFLOW_FUNCTION_TIMEOUT", "10s", "OUTFLOW_FUNCTION_TIMEOUT=10s: deadline margin (10s) must be shorter than the invocation timeout (10s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

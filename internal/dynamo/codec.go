@@ -3,6 +3,7 @@ package dynamo
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -38,15 +39,6 @@ type attemptError struct {
 	At      int64  `dynamodbav:"at"`
 	Attempt int    `dynamodbav:"attempt"`
 	Message string `dynamodbav:"message"`
-}
-
-// state is the part of an item the state machine's conditions read. An
-// item whose state does not decode can never be claimed and is quarantined.
-type state struct {
-	Status     string `dynamodbav:"status"`
-	Attempt    int    `dynamodbav:"attempt"`
-	LeaseUntil int64  `dynamodbav:"lease_until"`
-	DueAt      int64  `dynamodbav:"due_at"`
 }
 
 // ErrMalformed is wrapped by every decode error.
@@ -89,14 +81,18 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 	return av, nil
 }
 
-// deadQueue is the dead-index partition for a queue name; index keys may
-// not be empty strings.
+// deadQueue is the dead-index partition for a queue name. Index keys may
+// not be empty strings, and a partition key holds at most 2048 bytes, so a
+// queue name no route could have goes under "(none)" too.
 func deadQueue(queue string) string {
-	if queue == "" {
+	if queue == "" || len(queue) > maxDeadQueue {
 		return "(none)"
 	}
 	return queue
 }
+
+// maxDeadQueue is the longest queue name kept as a dead-index key.
+const maxDeadQueue = 1024
 
 func encodePayload(p []byte) types.AttributeValue {
 	if utf8.Valid(p) {
@@ -115,61 +111,149 @@ func encodeErrors(errs []outbox.AttemptError) []attemptError {
 
 // Decode reads a stored row. An item that is not a valid row gives an error
 // wrapping ErrMalformed that says what is wrong; the returned row then holds
-// whatever could be read.
+// whatever could be read. Each attribute is read on its own, in a fixed
+// order, so one bad attribute never hides the others and the error is the
+// same on every read.
 func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
-	var it item
-	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		return rowOf(it, nil), fmt.Errorf("%w: %w", ErrMalformed, err)
+	d := decoder{av: av}
+	var row outbox.Row
+	row.Key = d.str(AttrKey)
+	st, serr := decodeState(av)
+	row.Status, row.Attempt = outbox.Status(d.str(AttrStatus)), st.Attempt
+	if serr == nil {
+		row.Status = st.Status
 	}
-	payload, perr := decodePayload(av[AttrPayload])
-	row := rowOf(it, payload)
+	row.Queue = d.str(AttrQueue)
+	row.Payload = d.payload()
+	row.Attributes = d.strMap(AttrAttributes)
+	row.Group = d.str(AttrGroup)
+	row.NotBefore = fromMs(d.num(AttrNotBefore))
+	row.CreatedAt = fromMs(d.num(AttrCreatedAt))
+	row.DueAt = fromMs(d.num(AttrDueAt))
+	row.Token = d.str(AttrToken)
+	row.LeaseUntil = fromMs(d.num(AttrLeaseUntil))
+	row.FailedAt = fromMs(d.num(AttrFailedAt))
+	row.Errors = d.errors()
+	row.LastError = d.str(AttrLastError)
+	if serr == nil {
+		// The state's own reading is the one the conditions use, whatever
+		// the strict reading above made of these two (a fraction, say).
+		if _, ok := av[AttrDueAt].(*types.AttributeValueMemberN); ok {
+			row.DueAt = fromMs(st.DueAt)
+		}
+		if st.Status == outbox.StatusClaimed {
+			row.LeaseUntil = fromMs(st.LeaseUntil)
+		}
+	}
+	if n, ok := av[AttrAttempt].(*types.AttributeValueMemberN); ok && serr == nil {
+		if _, err := strconv.Atoi(n.Value); err != nil {
+			d.fail("%s must be a whole number, got %s", AttrAttempt, n.Value)
+		}
+	}
 	switch {
-	case it.Key == "":
+	case row.Key == "":
 		return row, fmt.Errorf("%w: missing %s", ErrMalformed, AttrKey)
-	case !row.Status.Valid():
-		return row, fmt.Errorf("%w: unknown %s %q", ErrMalformed, AttrStatus, it.Status)
-	case it.Queue == "":
+	case serr != nil:
+		return row, serr
+	case row.Queue == "" && d.err == nil:
 		return row, fmt.Errorf("%w: missing %s", ErrMalformed, AttrQueue)
-	case perr != nil:
-		return row, perr
+	case d.err != nil:
+		return row, d.err
 	}
 	return row, nil
 }
 
-// decodeState reports whether av's state-machine fields are readable.
-func decodeState(av map[string]types.AttributeValue) error {
-	var st state
-	if err := attributevalue.UnmarshalMap(av, &st); err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformed, err)
+// decoder reads attributes one by one and keeps the first error, in the
+// order they are read.
+type decoder struct {
+	av  map[string]types.AttributeValue
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 	}
-	if !outbox.Status(st.Status).Valid() {
-		return fmt.Errorf("%w: unknown %s %q", ErrMalformed, AttrStatus, st.Status)
+}
+
+// str reads an optional string attribute.
+func (d *decoder) str(name string) string {
+	switch v := d.av[name].(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	default:
+		d.fail("%s must be a string, got %s", name, typeName(v))
+		return ""
+	}
+}
+
+// num reads an optional integer attribute.
+func (d *decoder) num(name string) int64 {
+	switch v := d.av[name].(type) {
+	case nil:
+		return 0
+	case *types.AttributeValueMemberN:
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			d.fail("%s must be a whole number of milliseconds, got %s", name, v.Value)
+		}
+		return n
+	default:
+		d.fail("%s must be a number, got %s", name, typeName(v))
+		return 0
+	}
+}
+
+func (d *decoder) payload() []byte {
+	switch v := d.av[AttrPayload].(type) {
+	case *types.AttributeValueMemberS:
+		return []byte(v.Value)
+	case *types.AttributeValueMemberB:
+		return v.Value
+	case nil:
+		d.fail("missing %s", AttrPayload)
+	default:
+		d.fail("%s must be a string or binary, got %s", AttrPayload, typeName(v))
 	}
 	return nil
 }
 
-func decodePayload(av types.AttributeValue) ([]byte, error) {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
-		return []byte(v.Value), nil
-	case *types.AttributeValueMemberB:
-		return v.Value, nil
+func (d *decoder) strMap(name string) map[string]string {
+	switch v := d.av[name].(type) {
 	case nil:
-		return nil, fmt.Errorf("%w: missing %s", ErrMalformed, AttrPayload)
+		return nil
+	case *types.AttributeValueMemberM:
+		out := make(map[string]string, len(v.Value))
+		for k, e := range v.Value {
+			s, ok := e.(*types.AttributeValueMemberS)
+			if !ok {
+				d.fail("%s.%s must be a string, got %s", name, k, typeName(e))
+				continue
+			}
+			out[k] = s.Value
+		}
+		return out
 	default:
-		return nil, fmt.Errorf("%w: %s must be a string or binary, got %T", ErrMalformed, AttrPayload, av)
+		d.fail("%s must be a map of strings, got %s", name, typeName(v))
+		return nil
 	}
 }
 
-func rowOf(it item, payload []byte) outbox.Row {
-	row := outbox.Row{
-		Key: it.Key, Queue: it.Queue, Payload: payload, Attributes: it.Attributes, Group: it.Group,
-		NotBefore: fromMs(it.NotBefore), Status: outbox.Status(it.Status), Attempt: it.Attempt,
-		CreatedAt: fromMs(it.CreatedAt), DueAt: fromMs(it.DueAt), Token: it.Token,
-		LeaseUntil: fromMs(it.LeaseUntil), FailedAt: fromMs(it.FailedAt), LastError: it.LastError,
+func (d *decoder) errors() []outbox.AttemptError {
+	v, ok := d.av[AttrErrors]
+	if !ok {
+		return nil
 	}
-	for _, e := range it.Errors {
-		row.Errors = append(row.Errors, outbox.AttemptError{At: fromMs(e.At), Attempt: e.Attempt, Message: e.Message})
+	var list []attemptError
+	if err := attributevalue.Unmarshal(v, &list); err != nil {
+		d.fail("%s must be a list of {at, attempt, message}: %s", AttrErrors, err)
+		return nil
 	}
-	return row
+	var out []outbox.AttemptError
+	for _, e := range list {
+		out = append(out, outbox.AttemptError{At: fromMs(e.At), Attempt: e.Attempt, Message: e.Message})
+	}
+	return out
 }

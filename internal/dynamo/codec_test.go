@@ -106,3 +106,26 @@ func TestShardOf_IsStableAndInRange(t *testing.T) {
 	require.Equal(t, map[string]bool{"0": true, "1": true, "2": true, "3": true}, seen)
 	require.Equal(t, "0", dynamo.ShardOf("anything", 1))
 }
+
+func TestDecode_ReadsTheStateAsTheConditionsDoWhenAttributesAreOff(t *testing.T) {
+	t.Parallel()
+	item := map[string]types.AttributeValue{
+		"pk": s("k"), "queue": s("q"), "payload": s("x"), "status": s("claimed"),
+		"attempt":     &types.AttributeValueMemberN{Value: "2.5"},
+		"lease_until": &types.AttributeValueMemberN{Value: "1500.5"},
+		"due_at":      n(1000),
+		"created_at":  s("yesterday"),
+	}
+	// Decoded again and again, it gives the same error and the same
+	// state: the attributes are read one by one, in a fixed order.
+	for range 50 {
+		row, err := dynamo.Decode(item)
+		require.ErrorIs(t, err, dynamo.ErrMalformed)
+		require.ErrorContains(t, err, "created_at must be a number, got S")
+		require.Equal(t, outbox.StatusClaimed, row.Status)
+		require.Equal(t, 3, row.Attempt, "a fraction counts as the next attempt")
+		require.Equal(t, time.UnixMilli(1500), row.LeaseUntil)
+		require.Equal(t, time.UnixMilli(1000), row.DueAt)
+		require.Equal(t, "k", row.Key)
+	}
+}

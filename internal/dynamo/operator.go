@@ -304,7 +304,12 @@ func (o *Operator) statuses(ctx context.Context, keys []string) (map[string]stri
 			}
 			req = res.UnprocessedKeys
 			if len(req) > 0 {
-				time.Sleep(50 * time.Millisecond) // throttled: back off before the rest
+				// Throttled: back off before the rest, unless the caller gave up.
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-ctx.Done():
+					return nil, fmt.Errorf("read statuses: %w", ctx.Err())
+				}
 			}
 		}
 	}

@@ -35,6 +35,9 @@ const (
 	AttrLastError  = "last_error"
 	AttrExpiresAt  = "expires_at"
 	AttrRedrivenAt = "redriven_at"
+	// AttrErrorsUnreadable keeps an error history a quarantine found in a
+	// form it could not append to.
+	AttrErrorsUnreadable = "errors_unreadable"
 )
 
 // Index names.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -120,6 +119,9 @@ func (s *Store) StageInput(row outbox.Row, now time.Time) (*dynamodb.PutItemInpu
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSize(row.Key, row.Queue, av); err != nil {
+		return nil, err
+	}
 	expr, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrKey))).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build stage condition: %w", err)
@@ -169,10 +171,14 @@ func (s *Store) QueryDue(ctx context.Context, shard int, now time.Time, after *o
 		Limit:                     aws.Int32(int32(limit)),
 	}
 	if after != nil {
-		in.ExclusiveStartKey = map[string]types.AttributeValue{
-			AttrKey:   &types.AttributeValueMemberS{Value: after.Key},
-			AttrShard: &types.AttributeValueMemberS{Value: shardKey},
-			AttrDueAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(after.DueAt.UnixMilli(), 10)},
+		if start, ok := after.Cursor.(map[string]types.AttributeValue); ok {
+			in.ExclusiveStartKey = start // as DynamoDB returned it
+		} else {
+			in.ExclusiveStartKey = map[string]types.AttributeValue{
+				AttrKey:   &types.AttributeValueMemberS{Value: after.Key},
+				AttrShard: &types.AttributeValueMemberS{Value: shardKey},
+				AttrDueAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(after.DueAt.UnixMilli(), 10)},
+			}
 		}
 	}
 	out, err := s.api.Query(ctx, in)
@@ -181,17 +187,32 @@ func (s *Store) QueryDue(ctx context.Context, shard int, now time.Time, after *o
 	}
 	refs := make([]outbox.DueRef, 0, len(out.Items))
 	for _, av := range out.Items {
-		var ref struct {
-			Key       string `dynamodbav:"pk"`
-			DueAt     int64  `dynamodbav:"due_at"`
-			CreatedAt int64  `dynamodbav:"created_at"`
-		}
-		// Index keys are typed by DynamoDB itself; only created_at can be
-		// off, and then the row is simply not left to the wake.
-		_ = attributevalue.UnmarshalMap(av, &ref)
-		refs = append(refs, outbox.DueRef{Key: ref.Key, Shard: shard, DueAt: fromMs(ref.DueAt), CreatedAt: fromMs(ref.CreatedAt)})
+		refs = append(refs, dueRef(av, shard))
+	}
+	if len(refs) > 0 && len(out.LastEvaluatedKey) > 0 {
+		refs[len(refs)-1].Cursor = out.LastEvaluatedKey
 	}
 	return refs, len(out.LastEvaluatedKey) > 0, nil
+}
+
+// dueRef reads one due-index entry. Each attribute is read on its own: the
+// keys are typed by DynamoDB itself and always read, while created_at may
+// be anything a producer wrote, and if it is not a whole number the row is
+// simply not left to the wake.
+func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
+	ref := outbox.DueRef{Shard: shard}
+	if k, ok := av[AttrKey].(*types.AttributeValueMemberS); ok {
+		ref.Key = k.Value
+	}
+	if d, ok := av[AttrDueAt].(*types.AttributeValueMemberN); ok {
+		ref.DueAt = fromMs(clampMs(d.Value))
+	}
+	if c, ok := av[AttrCreatedAt].(*types.AttributeValueMemberN); ok {
+		if ms, err := strconv.ParseInt(c.Value, 10, 64); err == nil {
+			ref.CreatedAt = fromMs(ms)
+		}
+	}
+	return ref
 }
 
 // Claim implements outbox.Store.
@@ -200,9 +221,11 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 	claimable := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
 		Or(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)).
 			And(expression.Name(AttrLeaseUntil).LessThan(expression.Value(nowMs))))
-	// The type check comes first so a foreign item with a non-numeric
-	// attempt fails the condition cleanly (moto errors on the comparison).
-	cond := expression.Name(AttrAttempt).AttributeType(expression.Number).
+	// The malformed definition comes first: a malformed item is never
+	// claimed (it is quarantined), and its type checks make a foreign item
+	// with, say, a non-numeric attempt or lease fail the condition cleanly
+	// (moto errors on a comparison of mismatched types).
+	cond := validState().
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs))).
 		And(expression.Name(AttrAttempt).LessThan(expression.Value(maxAttempts))).
 		And(claimable)
@@ -213,10 +236,21 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 		Set(expression.Name(AttrClaimedAt), expression.Value(nowMs)).
 		Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Plus(expression.Value(1)))
 	out, err := s.update(ctx, "claim", key, cond, upd, types.ReturnValueAllNew)
+	if isSizeError(err) {
+		// The item cannot take even the claim: it can never be delivered.
+		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
+		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, err)
+	}
 	if err != nil {
 		return outbox.Row{}, err
 	}
 	row, derr := Decode(out.Attributes)
+	if derr == nil {
+		// Another producer's item may leave no room for the history and
+		// dead-letter keys; refuse it now, with the reason, rather than
+		// fail on size after it was sent.
+		derr = checkSize(key, row.Queue, out.Attributes)
+	}
 	if derr != nil {
 		// The claim condition held, so the state fields are sound; keep
 		// the claim so the engine can dead-letter the row with the reason.
@@ -265,12 +299,22 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
 	_, err := s.update(ctx, "retry", row.Key, holds(row), upd, types.ReturnValueNone)
+	if isSizeError(err) {
+		now := time.Now()
+		if len(history) > 0 {
+			now = history[len(history)-1].At
+		}
+		return s.failTooLarge(ctx, "retry", row.Key, holds(row), now, err)
+	}
 	return err
 }
 
 // DeadLetter implements outbox.Store.
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	_, err := s.update(ctx, "dead-letter", row.Key, holds(row), failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	if isSizeError(err) {
+		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, err)
+	}
 	return err
 }
 
@@ -283,22 +327,83 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
 	_, err := s.update(ctx, "expire", row.Key, cond, failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	if isSizeError(err) {
+		return s.failTooLarge(ctx, "expire", row.Key, cond, now, err)
+	}
 	return err
 }
 
-// Quarantine implements outbox.Store. Its condition matches only items
-// whose state fields are missing or of the wrong type, so no valid row can
-// be touched by it.
+// Quarantine implements outbox.Store. Its condition is the malformed
+// definition (validState, shared with the decoder), so no valid row can be
+// touched by it. The reason is appended to the error history stored, which
+// is kept: moved aside, to errors_unreadable, if it is not a list.
 func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
-	statusOK := expression.Name(AttrStatus).AttributeType(expression.String).
-		And(expression.Name(AttrStatus).In(
-			expression.Value(outbox.StatusPending), expression.Value(outbox.StatusClaimed),
-			expression.Value(outbox.StatusDone), expression.Value(outbox.StatusFailed)))
-	valid := statusOK.And(expression.Name(AttrAttempt).AttributeType(expression.Number))
-	cond := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(valid))
-	hist := []outbox.AttemptError{{At: now, Message: reason}}
-	upd := failUpdate("", now, hist).Set(expression.Name(AttrAttempt), expression.Value(0))
-	_, err := s.update(ctx, "quarantine", key, cond, upd, types.ReturnValueNone)
+	malformed := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(validState()))
+	entry := encodeErrors([]outbox.AttemptError{{At: now, Message: reason}})
+	errs := expression.Name(AttrErrors)
+	listOrNone := expression.AttributeNotExists(errs).Or(errs.AttributeType(expression.List))
+	upd := failUpdate("", now, nil).
+		Set(errs, expression.ListAppend(expression.IfNotExists(errs, expression.Value([]attemptError{})), expression.Value(entry))).
+		Set(expression.Name(AttrLastError), expression.Value(reason)).
+		Set(expression.Name(AttrAttempt), expression.Value(0))
+	_, err := s.update(ctx, "quarantine", key, malformed.And(listOrNone), upd, types.ReturnValueNone)
+	var conflict *outbox.ConflictError
+	if errors.As(err, &conflict) && conflict.Malformed != "" {
+		// Malformed, with a history that is not a list: keep it aside.
+		upd := failUpdate("", now, nil).
+			Set(expression.Name(AttrErrorsUnreadable), errs).
+			Set(errs, expression.Value(entry)).
+			Set(expression.Name(AttrLastError), expression.Value(reason)).
+			Set(expression.Name(AttrAttempt), expression.Value(0))
+		cond := malformed.And(expression.AttributeExists(errs)).And(expression.Not(errs.AttributeType(expression.List)))
+		_, err = s.update(ctx, "quarantine", key, cond, upd, types.ReturnValueNone)
+	}
+	if isSizeError(err) {
+		return s.failTooLarge(ctx, "quarantine", key, malformed, now, err)
+	}
+	return err
+}
+
+// failTooLarge dead-letters a row whose transition failed on DynamoDB's
+// item size limit, under the transition's own condition: it keeps
+// everything stored, sets only the reason and the dead-index keys, and
+// drops the due-index keys and the claim, so it shrinks the item unless the
+// queue name is long. If even that does not fit, the row leaves the due
+// index as failed without the dead-index keys, so it stops costing a
+// refused write per sweep; the error says so, and names the key.
+func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, cause error) error {
+	// The reason is short on purpose: it must fit where the transition
+	// did not. The error returned gives the detail.
+	reason := fmt.Sprintf("%s: %s", ErrItemTooLarge, op)
+	queue := ""
+	if out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#q"), ExpressionAttributeNames: map[string]string{"#q": AttrQueue},
+	}); err == nil {
+		if q, ok := out.Item[AttrQueue].(*types.AttributeValueMemberS); ok {
+			queue = q.Value
+		}
+	}
+	// A builder shares its operations with every copy, so each update is
+	// built afresh.
+	leaveDue := func() expression.UpdateBuilder {
+		return expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)).
+			Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
+			Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil)).Remove(expression.Name(AttrClaimedAt))
+	}
+	dead := leaveDue().Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
+		Set(expression.Name(AttrLastError), expression.Value(reason))
+	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
+	if err == nil {
+		return fmt.Errorf("%w: %s: %s: the %s would pass DynamoDB's item size limit (after: %w)", outbox.ErrDeadLettered, key, reason, op, cause)
+	}
+	if isSizeError(err) {
+		if _, err = s.update(ctx, op+" (too large)", key, cond, leaveDue(), types.ReturnValueNone); err == nil {
+			return fmt.Errorf("%w: %s: %s, and too large even for the dead index: it left the due index as failed; read it with outflow dead show %s (after: %w)",
+				outbox.ErrDeadLettered, key, reason, key, cause)
+		}
+	}
 	return err
 }
 
@@ -380,7 +485,7 @@ func (s *Store) wrap(op, key string, err error) error {
 	conflict := &outbox.ConflictError{Key: key, Op: op}
 	if len(ccf.Item) > 0 {
 		row, derr := Decode(ccf.Item)
-		if serr := decodeState(ccf.Item); serr != nil {
+		if _, serr := decodeState(ccf.Item); serr != nil {
 			conflict.Malformed = serr.Error()
 		} else if derr == nil || row.Key != "" {
 			conflict.Current = &row

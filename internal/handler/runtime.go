@@ -51,11 +51,12 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	store, err := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Store)
+	call := cfg.Policy.CallTimeout()
+	store, err := dynamo.New(dynamoTimeout{dynamodb.NewFromConfig(awsCfg), call}, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	sender := delivery.New(sqs.NewFromConfig(awsCfg), cfg.Routes, cfg.MaxMessageBytes)
+	sender := delivery.New(sqsTimeout{sqs.NewFromConfig(awsCfg), call}, cfg.Routes, cfg.MaxMessageBytes)
 	engine, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
 	if err != nil {
 		return nil, err

@@ -25,7 +25,21 @@ func NewWake(rt *Runtime) *Wake { return &Wake{rt: rt, now: time.Now} }
 // Handle delivers the rows the batch inserted as pending and due, and
 // always reports success with no item failures, so Lambda never retries or
 // splits a batch on the wake's account.
+//
+// It applies the sweep's deadline rule first: a lease that does not outlast
+// the invocation, or a deadline margin that leaves no time in it, refuses
+// the batch with an error log and a summary stopped "refused" (the sweep
+// delivers the rows), rather than claim rows it cannot settle in time.
 func (w *Wake) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := w.rt.Engine.Policy().CheckDeadline(time.Until(deadline)); err != nil {
+			w.rt.Log.ErrorContext(ctx, "wake refused: configuration unsafe for this timeout; the sweep will deliver the rows", "error", err)
+			sum := telemetry.NewSummary("wake", outbox.Result{Stopped: "refused"})
+			sum.Records = len(ev.Records)
+			w.rt.report(ctx, sum)
+			return events.DynamoDBEventResponse{}, nil
+		}
+	}
 	keys, ignored := DueInserts(ev, w.now())
 	for _, ig := range ignored {
 		if ig.Reason != reasonNotDue {

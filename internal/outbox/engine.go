@@ -92,8 +92,13 @@ func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error)
 			}
 		}
 	})
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return r.finish("canceled"), ctx.Err()
+	case r.pastDeadline():
+		// Rows may have been left unclaimed, or claimed and released: the
+		// sweep delivers them, but the caller must not read "drained".
+		return r.finish("deadline"), nil
 	}
 	return r.finish("drained"), nil
 }

@@ -43,6 +43,17 @@ type Policy struct {
 	BatchLinger time.Duration
 }
 
+// Bounds on the policy that keep its arithmetic and the stored rows sound.
+const (
+	// MaxAttemptsLimit is the largest attempt budget. Producers validate a
+	// message's size with the attempt attribute at this width, so a message
+	// accepted at staging fits at every attempt any budget allows.
+	MaxAttemptsLimit = 1000
+	// MaxBackoff is the largest BackoffMax: a year. Jitter can stretch it
+	// by less than 2, so the delay and due time never overflow.
+	MaxBackoff = 365 * 24 * time.Hour
+)
+
 // DefaultPolicy returns the documented defaults.
 func DefaultPolicy() Policy {
 	return Policy{
@@ -82,9 +93,11 @@ func (p Policy) Validate() error {
 		}
 	}
 	check(p.MaxAttempts >= 1, "MaxAttempts", p.MaxAttempts, "must be at least 1")
+	check(p.MaxAttempts <= MaxAttemptsLimit, "MaxAttempts", p.MaxAttempts, fmt.Sprintf("must be at most %d", MaxAttemptsLimit))
 	check(p.BackoffBase > 0, "BackoffBase", p.BackoffBase, "must be positive")
 	check(p.BackoffMultiplier >= 1, "BackoffMultiplier", p.BackoffMultiplier, "must be at least 1")
 	check(p.BackoffMax >= p.BackoffBase, "BackoffMax", p.BackoffMax, fmt.Sprintf("must be at least the backoff base (%s)", p.BackoffBase))
+	check(p.BackoffMax <= MaxBackoff, "BackoffMax", p.BackoffMax, fmt.Sprintf("must be at most %s", MaxBackoff))
 	check(p.Jitter >= 0 && p.Jitter < 1, "Jitter", p.Jitter, "must be in [0, 1)")
 	check(p.Lease > 0, "Lease", p.Lease, "must be positive")
 	check(p.WakeGrace >= 0, "WakeGrace", p.WakeGrace, "must not be negative")
@@ -93,6 +106,7 @@ func (p Policy) Validate() error {
 	check(p.DeadlineMargin >= 0, "DeadlineMargin", p.DeadlineMargin, "must not be negative")
 	check(p.RowBudget >= 1, "RowBudget", p.RowBudget, "must be at least 1")
 	check(p.BatchLinger >= 0, "BatchLinger", p.BatchLinger, "must not be negative")
+	check(p.BatchLinger < p.Lease, "BatchLinger", p.BatchLinger, fmt.Sprintf("must be shorter than the lease (%s)", p.Lease))
 	return errors.Join(errs...)
 }
 
@@ -109,6 +123,13 @@ func (p Policy) CheckDeadline(timeout time.Duration) error {
 	return nil
 }
 
+// CallTimeout bounds one store or deliverer call so that a row's claim,
+// its send and its settle, with the batch linger between them, all end
+// inside the row's lease: (Lease − BatchLinger) / 3.
+func (p Policy) CallTimeout() time.Duration {
+	return max((p.Lease-p.BatchLinger)/3, time.Millisecond)
+}
+
 // Backoff is the delay before the retry that follows the given 1-based
 // attempt: base × multiplier^(attempt−1), clamped to BackoffMax. The
 // arithmetic saturates, so a huge attempt pins the delay at the clamp.
@@ -123,11 +144,26 @@ func (p Policy) Backoff(attempt int) time.Duration {
 	return min(delay, p.BackoffMax)
 }
 
-// jittered spreads d uniformly over [d·(1−Jitter), d·(1+Jitter)].
+// jittered spreads d uniformly over [d·(1−Jitter), d·(1+Jitter)]. The
+// product saturates at MaxBackoff×2 (and at 0): a float too large for a
+// Duration converts to a negative one, which would make a retry due in the
+// past.
 func (p Policy) jittered(d time.Duration) time.Duration {
 	if p.Jitter == 0 {
 		return d
 	}
-	f := 1 + p.Jitter*(2*rand.Float64()-1)
-	return time.Duration(float64(d) * f)
+	return scale(d, 1+p.Jitter*(2*rand.Float64()-1))
+}
+
+// scale returns d×f clamped to [0, 2×MaxBackoff].
+func scale(d time.Duration, f float64) time.Duration {
+	const ceiling = 2 * MaxBackoff
+	v := float64(d) * f
+	switch {
+	case math.IsNaN(v) || v <= 0:
+		return 0
+	case v >= float64(ceiling):
+		return ceiling
+	}
+	return time.Duration(v)
 }

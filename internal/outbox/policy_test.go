@@ -2,8 +2,10 @@ package outbox
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -62,6 +64,9 @@ func TestPolicy_ValidateNamesEachBadField(t *testing.T) {
 		want   string
 	}{
 		{"max attempts", func(p *Policy) { p.MaxAttempts = 0 }, "MaxAttempts must be at least 1, got 0"},
+		{"max attempts high", func(p *Policy) { p.MaxAttempts = MaxAttemptsLimit + 1 }, "MaxAttempts must be at most 1000"},
+		{"backoff max huge", func(p *Policy) { p.BackoffMax = math.MaxInt64 }, "BackoffMax must be at most 8760h0m0s"},
+		{"linger over lease", func(p *Policy) { p.BatchLinger = p.Lease }, "BatchLinger must be shorter than the lease"},
 		{"backoff base", func(p *Policy) { p.BackoffBase = 0 }, "BackoffBase must be positive"},
 		{"multiplier", func(p *Policy) { p.BackoffMultiplier = 0 }, "BackoffMultiplier must be at least 1"},
 		{"max below base", func(p *Policy) { p.BackoffMax = p.BackoffBase / 2 }, "BackoffMax must be at least the backoff base"},
@@ -85,6 +90,50 @@ func TestPolicy_ValidateNamesEachBadField(t *testing.T) {
 			require.ErrorContains(t, p.Validate(), tt.want)
 		})
 	}
+}
+
+func TestJitter_SaturatesInsteadOfOverflowing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"largest duration", math.MaxInt64},
+		{"largest valid backoff", MaxBackoff},
+		{"half the largest duration", math.MaxInt64 / 2},
+	}
+	for _, tt := range tests {
+		p := Policy{Jitter: 0.99}
+		for range 500 {
+			j := p.jittered(tt.d)
+			require.GreaterOrEqual(t, j, time.Duration(0), "%s: a retry never falls due in the past", tt.name)
+			require.LessOrEqual(t, j, 2*MaxBackoff, tt.name)
+		}
+	}
+}
+
+func TestPolicy_CallTimeoutFitsClaimSendAndSettleInTheLease(t *testing.T) {
+	t.Parallel()
+	p := DefaultPolicy()
+	require.LessOrEqual(t, 3*p.CallTimeout()+p.BatchLinger, p.Lease)
+	require.Positive(t, p.CallTimeout())
+}
+
+func TestTruncateError_CutsAtACharacterBoundary(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, msg string }{
+		{"short", "boom"},
+		{"ascii", strings.Repeat("a", 3*MaxErrorBytes)},
+		{"two-byte", strings.Repeat("é", MaxErrorBytes)},
+		{"three-byte", strings.Repeat("€", MaxErrorBytes)},
+	}
+	for _, tt := range tests {
+		got := TruncateError(tt.msg)
+		require.LessOrEqual(t, len(got), MaxErrorBytes, tt.name)
+		require.True(t, utf8.ValidString(got), tt.name)
+		require.True(t, strings.HasPrefix(tt.msg, strings.TrimSuffix(got, "…")), tt.name)
+	}
+	require.Equal(t, "boom", TruncateError("boom"))
 }
 
 func TestPolicy_CheckDeadlineWantsLeaseLongerThanTimeout(t *testing.T) {

@@ -35,7 +35,8 @@ type Result struct {
 	// Duration is the wall time of the run.
 	Duration time.Duration
 	// Stopped says why a sweep ended: "drained", "budget", "deadline" or
-	// "canceled".
+	// "canceled" ("refused" when a function would not run it: its
+	// configuration is unsafe for the invocation's deadline).
 	Stopped string
 }
 

@@ -1,6 +1,9 @@
 package outbox
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Status is where a row stands in the state machine.
 type Status string
@@ -66,13 +69,38 @@ type AttemptError struct {
 	Message string
 }
 
-// errorHistory is how many attempt errors a row keeps; older ones are
+// ErrorHistory is how many attempt errors a row keeps; older ones are
 // dropped so a row never grows past DynamoDB's item size limit.
-const errorHistory = 5
+const ErrorHistory = 5
+
+// errorHistory is ErrorHistory, for the package's own use.
+const errorHistory = ErrorHistory
+
+// MaxErrorBytes bounds one stored error message, in bytes. Stores leave
+// room for ErrorHistory (plus one) messages of this size when they check a
+// row's size at staging, so a growing history never pushes a row over its
+// store's item limit.
+const MaxErrorBytes = 512
+
+// TruncateError cuts msg to at most MaxErrorBytes bytes, at a character
+// boundary, marking the cut with "…".
+func TruncateError(msg string) string {
+	if len(msg) <= MaxErrorBytes {
+		return msg
+	}
+	const mark = "…"
+	cut := MaxErrorBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + mark
+}
 
 // withError returns the row's history with e appended, trimmed to the last
-// errorHistory entries. It never aliases the row's slice.
+// errorHistory entries, its message truncated to MaxErrorBytes. It never
+// aliases the row's slice.
 func (r Row) withError(e AttemptError) []AttemptError {
+	e.Message = TruncateError(e.Message)
 	hist := make([]AttemptError, 0, errorHistory)
 	start := 0
 	if n := len(r.Errors) + 1; n > errorHistory {
@@ -107,4 +135,8 @@ type DueRef struct {
 	Shard     int
 	DueAt     time.Time
 	CreatedAt time.Time
+	// Cursor, when set on the last entry of a page, is the store's own
+	// position after it (DynamoDB's LastEvaluatedKey as returned), for the
+	// next QueryDue to resume exactly there. Opaque to the engine.
+	Cursor any
 }

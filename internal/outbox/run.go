@@ -177,6 +177,10 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 	case errors.As(err, &conflict):
 		r.onClaimConflict(ctx, conflict, now)
 		return
+	case errors.Is(err, ErrDeadLettered):
+		r.t.deadLettered.Add(1)
+		r.log.WarnContext(ctx, "row dead-lettered at claim", "key", ref.Key, "error", err)
+		return
 	case err != nil:
 		if ctx.Err() == nil {
 			r.t.errors.Add(1)
@@ -206,7 +210,7 @@ func (r *run) youngForWake(ref DueRef, now time.Time) bool {
 func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, now time.Time) {
 	switch {
 	case c.Malformed != "":
-		err := r.store.Quarantine(ctx, c.Key, now, fmt.Sprintf("%s: %s", errMalformed, c.Malformed))
+		err := r.store.Quarantine(ctx, c.Key, now, TruncateError(fmt.Sprintf("%s: %s", errMalformed, c.Malformed)))
 		r.count(ctx, "quarantine", c.Key, err, &r.t.deadLettered)
 	case c.Current != nil && c.Current.expirable(now, r.policy.MaxAttempts):
 		reason := "attempt budget spent"
@@ -233,6 +237,11 @@ func (r *run) count(ctx context.Context, op, key string, err error, ok *atomic.I
 		if ok != nil {
 			ok.Add(1)
 		}
+	case errors.Is(err, ErrDeadLettered):
+		// The store dead-lettered the row instead: it could not take this
+		// write (its item is too large).
+		r.t.deadLettered.Add(1)
+		r.log.WarnContext(ctx, "row dead-lettered instead", "op", op, "key", key, "error", err)
 	case errors.As(err, &conflict):
 		r.t.conflicts.Add(1)
 		r.log.InfoContext(ctx, "write refused", "op", op, "key", key, "reason", err)

@@ -146,6 +146,10 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		require.NoError(t, store.Stage(ctx, row, clock.Now()))
 	}
 
+	for key, reason := range putMalformed(t, db, table, 4, "soak-bad-", clock.Now()) { // every malformed shape
+		all[key] = staged{queue: "(none)", bad: reason}
+	}
+
 	// Consume: one consumer per queue receives and deletes as the run goes,
 	// as a real consumer would (which also keeps moto's sends linear).
 	finishConsuming := bench.ConsumeAll(ctx, awstest.SQS(t), queueURLs)

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -37,6 +38,12 @@ type Store interface {
 	// readable row, so it stops being queried. It must not touch valid rows.
 	Quarantine(ctx context.Context, key string, now time.Time, reason string) error
 }
+
+// ErrDeadLettered is wrapped by the error of a store that could not make
+// the asked-for write, because the row could never take it (its item is
+// too large), and dead-lettered the row instead, with the reason. The
+// engine counts it as a dead letter.
+var ErrDeadLettered = errors.New("dead-lettered by the store")
 
 // ConflictError reports that a conditional write did not apply.
 type ConflictError struct {

@@ -462,3 +462,26 @@ func TestSweep_LogsNeverCarryPayloadsOrAttributeValues(t *testing.T) {
 		require.NotContains(t, logs.String(), secret(i))
 	}
 }
+
+func TestSweep_DeadLettersEveryMalformedShapeWithItsReason(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.stage(t, rowsFor("orders", 3, "")...)
+	want := putMalformed(t, awstest.DynamoDB(t), h.store.Table(), h.store.Shards(), "bad-", h.clock.Now())
+
+	res, err := h.engine(t, testPolicy(), nil).Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Delivered)
+	require.Equal(t, len(want), res.DeadLettered)
+	for key, reason := range want {
+		got, _ := h.store.Get(context.Background(), key) // still malformed, and says so
+		require.NotNil(t, got, key)
+		require.Equal(t, outbox.StatusFailed, got.Status, key)
+		require.Contains(t, got.LastError, "malformed: "+reason, key)
+		require.NotEmpty(t, got.Errors, key)
+	}
+	// Nothing is left in the due index: no later sweep pays for any of them.
+	res, err = h.engine(t, testPolicy(), nil).Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Claimed+res.Conflicts+res.Errors+res.DeadLettered, "%+v", res)
+}

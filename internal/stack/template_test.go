@@ -270,7 +270,8 @@ func TestTemplate_EveryVariableTheCodeReadsIsSetFromTheTemplate(t *testing.T) {
 		fromTemplate, err := config.Load(func(k string) string { return env[k] })
 		require.NoError(t, err, name)
 		defaults, err := config.Load(func(k string) string {
-			if k == "OUTFLOW_TABLE" || k == "OUTFLOW_ROUTES" {
+			// The function timeout is each function's own, with no code default.
+			if k == "OUTFLOW_TABLE" || k == "OUTFLOW_ROUTES" || k == "OUTFLOW_FUNCTION_TIMEOUT" {
 				return env[k]
 			}
 			return ""

@@ -1,0 +1,127 @@
+package dynamo_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+// putItem writes a row by hand, as a producer in another language would:
+// a due pending row at t0, changed by mutate.
+func putItem(t *testing.T, st *dynamo.Store, key string, mutate func(map[string]types.AttributeValue)) {
+	t.Helper()
+	item := map[string]types.AttributeValue{
+		"pk": s(key), "queue": s("orders"), "payload": s(`{"id":1}`), "status": s("pending"), "attempt": n(0),
+		"created_at": n(t0.UnixMilli()), "due_at": n(t0.UnixMilli()), "shard": s(dynamo.ShardOf(key, st.Shards())),
+	}
+	mutate(item)
+	_, err := awstest.DynamoDB(t).PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(st.Table()), Item: item})
+	require.NoError(t, err)
+}
+
+func TestStore_ClaimRefusesAndQuarantineTakesEveryMalformedShape(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	tests := []struct {
+		name   string
+		mutate func(map[string]types.AttributeValue)
+		reason string
+	}{
+		{"attempt missing", func(it map[string]types.AttributeValue) { delete(it, "attempt") }, "missing attempt"},
+		{"attempt null", func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberNULL{Value: true} }, "attempt must be a number, got NULL"},
+		{"attempt a string", func(it map[string]types.AttributeValue) { it["attempt"] = s("zero") }, "attempt must be a number, got S"},
+		{"attempt negative", func(it map[string]types.AttributeValue) { it["attempt"] = n(-1) }, "attempt must be in [0, 2147483647], got -1"},
+		{"attempt huge", func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1e30"} }, "attempt must be in"},
+		{"status missing", func(it map[string]types.AttributeValue) { delete(it, "status") }, "missing status"},
+		{"status unknown", func(it map[string]types.AttributeValue) { it["status"] = s("queued") }, `unknown status "queued"`},
+		{"status a number", func(it map[string]types.AttributeValue) { it["status"] = n(1) }, "status must be a string, got N"},
+		{"claimed without lease", func(it map[string]types.AttributeValue) { it["status"] = s("claimed") }, "claimed with no lease_until"},
+		{"claimed, lease a string", func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), s("later")
+		}, "lease_until must be a number, got S"},
+		{"done with index keys", func(it map[string]types.AttributeValue) { it["status"] = s("done") }, "done, yet still in the due index"},
+		{"failed with index keys", func(it map[string]types.AttributeValue) { it["status"] = s("failed") }, "failed, yet still in the due index"},
+	}
+	for i, tt := range tests {
+		key := "bad-" + strconv.Itoa(i)
+		putItem(t, st, key, tt.mutate)
+		_, err := st.Claim(ctx, key, t0.Add(lease*10), lease, maxAttempts)
+		c := requireConflict(t, err)
+		require.Contains(t, c.Malformed, tt.reason, tt.name)
+		require.Nil(t, c.Current, tt.name)
+		require.NoError(t, st.Quarantine(ctx, key, t0, "malformed: "+c.Malformed), tt.name)
+		got, _ := st.Get(ctx, key)
+		require.NotNil(t, got, tt.name)
+		require.Equal(t, outbox.StatusFailed, got.Status, tt.name)
+		require.Contains(t, got.LastError, tt.reason, tt.name)
+	}
+	require.Empty(t, dueKeys(t, st, t0.Add(lease*10)), "every malformed item left the due index")
+	require.Len(t, deadKeys(t, st, "(none)"), len(tests))
+}
+
+func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	valid := map[string]func(map[string]types.AttributeValue){
+		"pending":           func(map[string]types.AttributeValue) {},
+		"pending at budget": func(it map[string]types.AttributeValue) { it["attempt"] = n(maxAttempts) },
+		"claimed under lease": func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(lease).UnixMilli())
+		},
+		"fractional attempt": func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
+		"done out of the index": func(it map[string]types.AttributeValue) {
+			it["status"] = s("done")
+			delete(it, "shard")
+			delete(it, "due_at")
+		},
+		"created_at a string too": func(it map[string]types.AttributeValue) { it["created_at"] = s("yesterday") },
+	}
+	for name, mutate := range valid {
+		putItem(t, st, name, mutate)
+		requireConflict(t, st.Quarantine(ctx, name, t0, "malformed"))
+	}
+}
+
+func TestStore_QuarantineKeepsTheStoredErrorHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	history := &types.AttributeValueMemberL{Value: []types.AttributeValue{
+		&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"at": n(1), "attempt": n(1), "message": s("first")}},
+		&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"at": n(2), "attempt": n(2), "message": s("second")}},
+	}}
+	putItem(t, st, "listed", func(it map[string]types.AttributeValue) {
+		it["status"], it["errors"], it["last_error"] = s("done"), history, s("second")
+	})
+	putItem(t, st, "unlisted", func(it map[string]types.AttributeValue) {
+		it["status"], it["errors"] = s("done"), s("kept as written")
+	})
+
+	require.NoError(t, st.Quarantine(ctx, "listed", t0, "malformed: done, yet still in the due index"))
+	got, _ := st.Get(ctx, "listed")
+	require.Equal(t, []string{"first", "second", "malformed: done, yet still in the due index"},
+		[]string{got.Errors[0].Message, got.Errors[1].Message, got.Errors[2].Message})
+
+	require.NoError(t, st.Quarantine(ctx, "unlisted", t0, "malformed: done, yet still in the due index"))
+	out, err := awstest.DynamoDB(t).GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.Table()), Key: map[string]types.AttributeValue{"pk": s("unlisted")}})
+	require.NoError(t, err)
+	require.Equal(t, s("kept as written"), out.Item[dynamo.AttrErrorsUnreadable])
+	require.Equal(t, s("failed"), out.Item["status"])
+}
