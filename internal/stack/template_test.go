@@ -3,7 +3,6 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -289,43 +288,8 @@ func hasVar(name string) bool {
 	return false
 }
 
-func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
-	t.Parallel()
-	tpl := load(t, nil)
-	seen := map[string]bool{}
-	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		a := alarm(t, tpl, name)
-		seen[a.MetricName] = true
-		dims := map[string]string{}
-		for _, d := range a.Dimensions {
-			dims[d.Name] = d.Value
-		}
-		requireEmitted(t, name, a.Namespace, a.MetricName, dims)
-	}
-	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
-		require.True(t, seen[m], "an alarm on %s", m)
-	}
-}
-
 func TestLoad_RejectsUnknownOverride(t *testing.T) {
 	t.Parallel()
 	_, err := stack.Load(templatePath, map[string]string{"Nope": "1"})
 	require.ErrorContains(t, err, `unknown parameter "Nope"`)
-}
-
-func TestReadme_DocumentsEveryVariableParameterAndAlarm(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	text := string(readme)
-	for _, v := range config.Vars {
-		require.Contains(t, text, "| `"+v.Name+"` |", "README config table lists %s", v.Name)
-	}
-	tpl := load(t, nil)
-	for name := range tpl.Parameters {
-		require.Contains(t, text, "| `"+name+"` |", "README explains parameter %s", name)
-	}
-	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		require.Contains(t, text, "| `"+name+"` |", "README explains alarm %s", name)
-	}
 }
