@@ -2,9 +2,6 @@ package stack_test
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,17 +24,10 @@ func alarm(t *testing.T, tpl *stack.Template, name string) alarmProps {
 	return a
 }
 
-// sweepInterval is the default SweepRate as a duration.
+// sweepInterval is the resolved SweepRate as a duration.
 func sweepInterval(t *testing.T, tpl *stack.Template) time.Duration {
 	t.Helper()
-	m := regexp.MustCompile(`^rate\((\d+) (minute|minutes|hour|hours)\)$`).FindStringSubmatch(fmt.Sprint(tpl.Parameters["SweepRate"].Value))
-	require.NotNil(t, m, "SweepRate is a rate()")
-	n, err := strconv.Atoi(m[1])
-	require.NoError(t, err)
-	if strings.HasPrefix(m[2], "hour") {
-		return time.Duration(n) * time.Hour
-	}
-	return time.Duration(n) * time.Minute
+	return rateInterval(t, fmt.Sprint(tpl.Parameters["SweepRate"].Value))
 }
 
 func TestTemplate_BacklogAlarmSurvivesGapsBetweenSweeps(t *testing.T) {

@@ -229,6 +229,9 @@ func (r *resolver) sub(arg any) (any, error) {
 		if strings.Contains(name, ".") {
 			return s // a GetAtt: stays symbolic
 		}
+		if p, ok := r.t.Parameters[name]; ok {
+			return p.text // as typed: 31536000, not 3.1536e+07
+		}
 		return fmt.Sprint(r.ref(name))
 	}), nil
 }

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -25,6 +26,14 @@ func load(t *testing.T, overrides map[string]string) *stack.Template {
 	tpl, err := stack.Load(templatePath, overrides)
 	require.NoError(t, err)
 	return tpl
+}
+
+// templateText is template.yaml as written.
+func templateText(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(templatePath)
+	require.NoError(t, err)
+	return raw
 }
 
 func function(t *testing.T, tpl *stack.Template, name string) stack.Function {
