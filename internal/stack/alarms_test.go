@@ -62,6 +62,11 @@ func TestTemplate_NoSweepAlarmFollowsTheKillSwitch(t *testing.T) {
 			require.Equal(t, "LessThanThreshold", a.ComparisonOperator)
 			require.Equal(t, 1.0, a.Threshold)
 			require.Greater(t, time.Duration(a.Period)*time.Second, sweepInterval(t, tp), "%s: a period without a sweep is a missed sweep", which)
+			// Every one of at least two periods must be empty: one empty
+			// period can be a late sweep, two in a row cannot (the sweep
+			// interval is at most one period).
+			require.GreaterOrEqual(t, a.EvaluationPeriods, 2, "%s: one empty period is not a missed sweep", which)
+			require.Equal(t, a.EvaluationPeriods, a.DatapointsToAlarm, "%s: every evaluated period without a sweep", which)
 		}
 	}
 }

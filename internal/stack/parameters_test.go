@@ -190,7 +190,8 @@ func TestTemplate_SweepRateCannotOutrunNoSweepAlarm(t *testing.T) {
 		sched, err := stack.Load(templatePath, map[string]string{"SweepRate": v})
 		require.NoError(t, err, v)
 		a := alarm(t, sched, "NoSweepAlarm")
-		require.LessOrEqual(t, interval, time.Duration(a.Period)*time.Second, v)
+		require.LessOrEqual(t, interval, time.Duration(a.EvaluationPeriods-1)*time.Duration(a.Period)*time.Second,
+			"%s: NoSweepAlarm's periods, all but one, outlast a sweep interval", v)
 	}
 	require.ElementsMatch(t, []string{"rate(1 minute)", "rate(2 minutes)", "rate(3 minutes)", "rate(4 minutes)", "rate(5 minutes)"}, accepted)
 }

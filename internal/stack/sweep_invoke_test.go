@@ -43,3 +43,37 @@ func TestTranslation_SweepInvokesAreNeitherRetriedNorKept(t *testing.T) {
 	require.NotNil(t, sched.Target.RetryPolicy.MaximumEventAgeInSeconds)
 	require.LessOrEqual(t, time.Duration(*sched.Target.RetryPolicy.MaximumEventAgeInSeconds)*time.Second, interval)
 }
+
+// TestTranslation_SweepAsyncSettingsAreWithinAWSRanges checks the sweep's
+// invoke settings against the services' documented ranges, which neither
+// sam validate nor the other tests notice: Lambda's EventInvokeConfig
+// (MaximumEventAgeInSeconds 60-21600, MaximumRetryAttempts 0-2) and
+// EventBridge Scheduler's RetryPolicy (60-86400, 0-185).
+func TestTranslation_SweepAsyncSettingsAreWithinAWSRanges(t *testing.T) {
+	t.Parallel()
+	tr := translated(t, nil)
+	var cfg struct{ MaximumRetryAttempts, MaximumEventAgeInSeconds *int }
+	resourceOf(t, tr, "SweepFunctionEventInvokeConfig", "AWS::Lambda::EventInvokeConfig", &cfg)
+	var sched struct {
+		Target struct {
+			RetryPolicy struct{ MaximumRetryAttempts, MaximumEventAgeInSeconds *int }
+		}
+	}
+	names := tr.OfType("AWS::Scheduler::Schedule")
+	require.Len(t, names, 1)
+	resourceOf(t, tr, names[0], "AWS::Scheduler::Schedule", &sched)
+	for _, tc := range []struct {
+		what          string
+		value         *int
+		lowest, upper int
+	}{
+		{"EventInvokeConfig MaximumEventAgeInSeconds", cfg.MaximumEventAgeInSeconds, 60, 21600},
+		{"EventInvokeConfig MaximumRetryAttempts", cfg.MaximumRetryAttempts, 0, 2},
+		{"schedule RetryPolicy MaximumEventAgeInSeconds", sched.Target.RetryPolicy.MaximumEventAgeInSeconds, 60, 86400},
+		{"schedule RetryPolicy MaximumRetryAttempts", sched.Target.RetryPolicy.MaximumRetryAttempts, 0, 185},
+	} {
+		require.NotNil(t, tc.value, tc.what)
+		require.GreaterOrEqual(t, *tc.value, tc.lowest, tc.what)
+		require.LessOrEqual(t, *tc.value, tc.upper, tc.what)
+	}
+}
