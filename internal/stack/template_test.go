@@ -302,3 +302,19 @@ func TestLoad_RejectsUnknownOverride(t *testing.T) {
 	_, err := stack.Load(templatePath, map[string]string{"Nope": "1"})
 	require.ErrorContains(t, err, `unknown parameter "Nope"`)
 }
+
+func TestLoad_RefusesWhatCloudFormationRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, value, want string }{
+		{"Shards", "0", "below MinValue"},
+		{"Shards", "four", "not a number"},
+		{"LogRetentionDays", "2", "not one of AllowedValues"},
+		{"LogLevel", "LOUD", "not one of AllowedValues"},
+		{"Jitter", "1.5", "does not match AllowedPattern"},
+		{"SweepReservedConcurrency", "00", "does not match AllowedPattern"},
+	} {
+		_, err := stack.Load(templatePath, map[string]string{tc.name: tc.value})
+		require.ErrorContains(t, err, "parameter "+tc.name+": ", "%s=%q", tc.name, tc.value)
+		require.ErrorContains(t, err, tc.want, "%s=%q", tc.name, tc.value)
+	}
+}
