@@ -1,20 +1,23 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 )
 
 // Function is an AWS::Serverless::Function's properties (Globals merged),
 // as far as Outflow uses them.
 type Function struct {
-	FunctionName                 string
-	CodeUri                      string
-	Runtime                      string
-	Handler                      string
-	Architectures                []string
-	Timeout                      int
-	MemorySize                   int
-	ReservedConcurrentExecutions *int
+	FunctionName  string
+	CodeUri       string
+	Runtime       string
+	Handler       string
+	Architectures []string
+	Timeout       int
+	MemorySize    int
+	// ReservedConcurrentExecutions is a number, or a numeric string when
+	// it comes from a String parameter (CloudFormation takes either).
+	ReservedConcurrentExecutions *json.Number
 	Role                         string
 	Environment                  struct{ Variables map[string]string }
 	LoggingConfig                struct{ LogFormat, ApplicationLogLevel, LogGroup string }

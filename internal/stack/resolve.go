@@ -110,7 +110,9 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 		}
 		return r.resolve(l[2])
 	case "Fn::Equals":
-		l, err := r.resolve(arg)
+		// CloudFormation compares strings, and Ref gives a parameter's
+		// value as the string given: "00" is not "0", even for a Number.
+		l, err := r.resolve(r.paramText(arg))
 		if err != nil {
 			return nil, err
 		}
@@ -160,6 +162,27 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 	return nil, fmt.Errorf("unsupported intrinsic %s", fn)
 }
 
+// paramText replaces each Ref of a parameter in the list args with the
+// parameter's value as given.
+func (r *resolver) paramText(args any) any {
+	l, ok := args.([]any)
+	if !ok {
+		return args
+	}
+	out := make([]any, len(l))
+	for i, e := range l {
+		out[i] = e
+		if m, ok := e.(map[string]any); ok && len(m) == 1 {
+			if name, ok := m["Ref"].(string); ok {
+				if p, ok := r.t.Parameters[name]; ok {
+					out[i] = p.text
+				}
+			}
+		}
+	}
+	return out
+}
+
 // ref resolves a parameter or pseudo parameter; a resource stays symbolic.
 func (r *resolver) ref(name string) any {
 	switch name {
@@ -205,6 +228,9 @@ func (r *resolver) sub(arg any) (any, error) {
 		}
 		if strings.Contains(name, ".") {
 			return s // a GetAtt: stays symbolic
+		}
+		if p, ok := r.t.Parameters[name]; ok {
+			return p.text // as typed: 31536000, not 3.1536e+07
 		}
 		return fmt.Sprint(r.ref(name))
 	}), nil

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,6 +48,41 @@ type Parameter struct {
 	Description    string
 	// Value is what it resolved to: the default or the override.
 	Value any
+	// text is the value as CloudFormation passes it to Ref: the string
+	// given, whatever the type ("00" stays "00" for a Number).
+	text string
+}
+
+// Allows reports whether CloudFormation accepts value for the parameter:
+// a Number must parse and lie within MinValue and MaxValue, a value must
+// be one of AllowedValues if there are any, and a String must match
+// AllowedPattern as a whole (CloudFormation matches the whole value).
+func (p Parameter) Allows(value string) error {
+	if p.Type == "Number" {
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", value)
+		}
+		if p.MinValue != nil && n < *p.MinValue {
+			return fmt.Errorf("%q is below MinValue %v", value, *p.MinValue)
+		}
+		if p.MaxValue != nil && n > *p.MaxValue {
+			return fmt.Errorf("%q is above MaxValue %v", value, *p.MaxValue)
+		}
+	}
+	if len(p.AllowedValues) > 0 && !slices.ContainsFunc(p.AllowedValues, func(a any) bool { return fmt.Sprint(a) == value }) {
+		return fmt.Errorf("%q is not one of AllowedValues %v", value, p.AllowedValues)
+	}
+	if p.AllowedPattern != "" && p.Type == "String" {
+		re, err := regexp.Compile(`^(?:` + p.AllowedPattern + `)$`)
+		if err != nil {
+			return fmt.Errorf("AllowedPattern %q: %w", p.AllowedPattern, err)
+		}
+		if !re.MatchString(value) {
+			return fmt.Errorf("%q does not match AllowedPattern %q", value, p.AllowedPattern)
+		}
+	}
+	return nil
 }
 
 // Resource is one resource, its properties resolved. For serverless
@@ -63,7 +100,8 @@ type Resource struct {
 type noValue struct{}
 
 // Load reads and resolves the template at path; overrides replace
-// parameter defaults.
+// parameter defaults. A default or override the parameter's constraints
+// refuse is an error, as it is for CloudFormation.
 func Load(path string, overrides map[string]string) (*Template, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -93,9 +131,9 @@ func parse(raw []byte, path string, overrides map[string]string) (*Template, err
 		if err := remarshal(v, &p); err != nil {
 			return nil, fmt.Errorf("parameter %s: %w", name, err)
 		}
-		p.Value = p.Default
+		p.Value, p.text = p.Default, fmt.Sprint(p.Default)
 		if o, ok := overrides[name]; ok {
-			p.Value = o
+			p.Value, p.text = o, o
 			if p.Type == "Number" {
 				n, err := strconv.ParseFloat(o, 64)
 				if err != nil {
@@ -103,6 +141,11 @@ func parse(raw []byte, path string, overrides map[string]string) (*Template, err
 				}
 				p.Value = n
 			}
+		}
+		// CloudFormation refuses a value, default or given, that breaks the
+		// parameter's constraints: so does Load.
+		if err := p.Allows(p.text); err != nil {
+			return nil, fmt.Errorf("parameter %s: %w", name, err)
 		}
 		r.t.Parameters[name] = p
 	}

@@ -28,6 +28,14 @@ func load(t *testing.T, overrides map[string]string) *stack.Template {
 	return tpl
 }
 
+// templateText is template.yaml as written.
+func templateText(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(templatePath)
+	require.NoError(t, err)
+	return raw
+}
+
 func function(t *testing.T, tpl *stack.Template, name string) stack.Function {
 	t.Helper()
 	f, err := tpl.Function(name)
@@ -290,43 +298,24 @@ func hasVar(name string) bool {
 	return false
 }
 
-func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
-	t.Parallel()
-	tpl := load(t, nil)
-	seen := map[string]bool{}
-	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		a := alarm(t, tpl, name)
-		seen[a.MetricName] = true
-		dims := map[string]string{}
-		for _, d := range a.Dimensions {
-			dims[d.Name] = d.Value
-		}
-		requireEmitted(t, name, a.Namespace, a.MetricName, dims)
-	}
-	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
-		require.True(t, seen[m], "an alarm on %s", m)
-	}
-}
-
 func TestLoad_RejectsUnknownOverride(t *testing.T) {
 	t.Parallel()
 	_, err := stack.Load(templatePath, map[string]string{"Nope": "1"})
 	require.ErrorContains(t, err, `unknown parameter "Nope"`)
 }
 
-func TestReadme_DocumentsEveryVariableParameterAndAlarm(t *testing.T) {
+func TestLoad_RefusesWhatCloudFormationRefuses(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	text := string(readme)
-	for _, v := range config.Vars {
-		require.Contains(t, text, "| `"+v.Name+"` |", "README config table lists %s", v.Name)
-	}
-	tpl := load(t, nil)
-	for name := range tpl.Parameters {
-		require.Contains(t, text, "| `"+name+"` |", "README explains parameter %s", name)
-	}
-	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		require.Contains(t, text, "| `"+name+"` |", "README explains alarm %s", name)
+	for _, tc := range []struct{ name, value, want string }{
+		{"Shards", "0", "below MinValue"},
+		{"Shards", "four", "not a number"},
+		{"LogRetentionDays", "2", "not one of AllowedValues"},
+		{"LogLevel", "LOUD", "not one of AllowedValues"},
+		{"Jitter", "1.5", "does not match AllowedPattern"},
+		{"SweepReservedConcurrency", "00", "does not match AllowedPattern"},
+	} {
+		_, err := stack.Load(templatePath, map[string]string{tc.name: tc.value})
+		require.ErrorContains(t, err, "parameter "+tc.name+": ", "%s=%q", tc.name, tc.value)
+		require.ErrorContains(t, err, tc.want, "%s=%q", tc.name, tc.value)
 	}
 }

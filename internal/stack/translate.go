@@ -32,18 +32,6 @@ func Translate(ctx context.Context, path string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// LoadTranslated is Load on the template's SAM translation: the
-// CloudFormation resources SAM generates (AWS::Lambda::Function,
-// AWS::Scheduler::Schedule, AWS::Lambda::EventSourceMapping...) with their
-// intrinsics resolved the same way.
-func LoadTranslated(ctx context.Context, path string, overrides map[string]string) (*Template, error) {
-	raw, err := Translate(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(raw, overrides)
-}
-
 // Parse resolves a template given as bytes (YAML, or JSON such as
 // Translate's output); overrides replace parameter defaults.
 func Parse(raw []byte, overrides map[string]string) (*Template, error) {

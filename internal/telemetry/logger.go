@@ -28,7 +28,9 @@ func NewLogger(w io.Writer, getenv func(string) string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level: Level(getenv("AWS_LAMBDA_LOG_LEVEL")),
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
+			// Only the record's own time: an attribute a caller named
+			// "time" is kept as it is (Value.Time panics on other kinds).
+			if len(groups) == 0 && a.Key == slog.TimeKey && a.Value.Kind() == slog.KindTime {
 				return slog.String(TimestampKey, a.Value.Time().UTC().Format(time.RFC3339Nano))
 			}
 			return a

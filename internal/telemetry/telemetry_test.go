@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -90,5 +91,30 @@ func TestRecordLevel_IsTheFunctionsLevelButNeverBelowInfo(t *testing.T) {
 	t.Parallel()
 	for level, want := range map[string]string{"": "INFO", "TRACE": "INFO", "DEBUG": "INFO", "INFO": "INFO", "WARN": "WARN", "ERROR": "ERROR", "FATAL": "ERROR"} {
 		require.Equal(t, want, telemetry.RecordLevel(func(string) string { return level }), level)
+	}
+}
+
+func TestNewLogger_KeepsAnAttributeNamedTimeAsGiven(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		value any
+		want  any
+	}{
+		{"a string", "5m", "5m"},
+		{"a number", 3, 3.0},
+		{"a duration", 2 * time.Second, float64(2 * time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			log := telemetry.NewLogger(&buf, func(string) string { return "" })
+			require.NotPanics(t, func() { log.Info("lease", "time", tc.value) })
+			var line map[string]any
+			require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
+			require.Equal(t, tc.want, line["time"])
+			_, err := time.Parse(time.RFC3339Nano, fmt.Sprint(line["timestamp"]))
+			require.NoError(t, err, "the record's own time is still the timestamp")
+		})
 	}
 }

@@ -1,0 +1,117 @@
+package stack_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/stack"
+)
+
+type alarmProps struct {
+	Namespace, MetricName, Statistic, ComparisonOperator, TreatMissingData string
+	Dimensions                                                             []struct{ Name, Value string }
+	Period, EvaluationPeriods, DatapointsToAlarm                           int
+	Threshold                                                              float64
+}
+
+func alarm(t *testing.T, tpl *stack.Template, name string) alarmProps {
+	t.Helper()
+	var a alarmProps
+	resourceOf(t, tpl, name, "AWS::CloudWatch::Alarm", &a)
+	return a
+}
+
+// sweepInterval is the resolved SweepRate as a duration.
+func sweepInterval(t *testing.T, tpl *stack.Template) time.Duration {
+	t.Helper()
+	return rateInterval(t, fmt.Sprint(tpl.Parameters["SweepRate"].Value))
+}
+
+func TestTemplate_BacklogAlarmSurvivesGapsBetweenSweeps(t *testing.T) {
+	t.Parallel()
+	tp := load(t, nil)
+	a := alarm(t, tp, "BacklogAlarm")
+	require.Equal(t, "OldestDueAgeMs", a.MetricName)
+	require.Equal(t, "Maximum", a.Statistic)
+	require.GreaterOrEqual(t, time.Duration(a.Period)*time.Second, 5*sweepInterval(t, tp), "each period holds several sweeps")
+	require.Positive(t, a.DatapointsToAlarm)
+	require.Less(t, a.DatapointsToAlarm, a.EvaluationPeriods, "M of N: one empty or low period does not hold it back")
+	// notBreaching turns each gap into OK; breaching would alarm on a
+	// stopped sweep, which NoSweepAlarm reports on its own.
+	require.Equal(t, "ignore", a.TreatMissingData)
+}
+
+func TestTemplate_NoSweepAlarmFollowsTheKillSwitch(t *testing.T) {
+	t.Parallel()
+	for _, enabled := range []bool{true, false} {
+		overrides := map[string]string{"DispatcherEnabled": fmt.Sprint(enabled)}
+		for which, tp := range map[string]*stack.Template{"template": load(t, overrides), "translation": translated(t, overrides)} {
+			_, present := tp.Resources["NoSweepAlarm"]
+			require.Equal(t, enabled, present, "%s, enabled=%v", which, enabled)
+			if !present {
+				continue
+			}
+			a := alarm(t, tp, "NoSweepAlarm")
+			require.Equal(t, "AWS/Lambda", a.Namespace)
+			require.Equal(t, "Invocations", a.MetricName)
+			require.Equal(t, []struct{ Name, Value string }{{"FunctionName", "${SweepFunction}"}}, a.Dimensions)
+			require.Equal(t, "breaching", a.TreatMissingData, "no invocations publish no data point")
+			require.Equal(t, "LessThanThreshold", a.ComparisonOperator)
+			require.Equal(t, 1.0, a.Threshold)
+			require.Greater(t, time.Duration(a.Period)*time.Second, sweepInterval(t, tp), "%s: a period without a sweep is a missed sweep", which)
+			// Every one of at least two periods must be empty: one empty
+			// period can be a late sweep, two in a row cannot (the sweep
+			// interval is at most one period).
+			require.GreaterOrEqual(t, a.EvaluationPeriods, 2, "%s: one empty period is not a missed sweep", which)
+			require.Equal(t, a.EvaluationPeriods, a.DatapointsToAlarm, "%s: every evaluated period without a sweep", which)
+		}
+	}
+}
+
+func TestTemplate_StreamAlarmsFireBeforeRecordsAreDropped(t *testing.T) {
+	t.Parallel()
+	tp := load(t, nil)
+	var ev stack.StreamEvent
+	require.NoError(t, function(t, tp, "WakeFunction").Event("DynamoDB", &ev))
+	dropAfter := time.Duration(ev.MaximumRecordAgeInSeconds) * time.Second
+	age := alarm(t, tp, "StreamIteratorAgeAlarm")
+	require.Equal(t, "IteratorAge", age.MetricName)
+	require.LessOrEqual(t, time.Duration(age.Threshold)*time.Millisecond, dropAfter/2, "well below the age at which the mapping drops records")
+
+	dropped := alarm(t, tp, "StreamDroppedRecordsAlarm")
+	require.Equal(t, "AWS/Lambda", dropped.Namespace)
+	require.Equal(t, "DroppedEventCount", dropped.MetricName)
+	require.Equal(t, []struct{ Name, Value string }{{"EventSourceMappingUUID", "${WakeFunctionStream}"}}, dropped.Dimensions)
+	require.Equal(t, "GreaterThanThreshold", dropped.ComparisonOperator)
+	require.Zero(t, dropped.Threshold)
+	// The dimension names the mapping SAM generates, which publishes the
+	// metric only with MetricsConfig EventCount.
+	var esm struct {
+		FunctionName  string
+		MetricsConfig struct{ Metrics []string }
+	}
+	resourceOf(t, translated(t, nil), "WakeFunctionStream", "AWS::Lambda::EventSourceMapping", &esm)
+	require.Equal(t, "${WakeFunction}", esm.FunctionName)
+	require.Contains(t, esm.MetricsConfig.Metrics, "EventCount")
+}
+
+func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	seen := map[string]bool{}
+	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
+		a := alarm(t, tpl, name)
+		seen[a.MetricName] = true
+		dims := map[string]string{}
+		for _, d := range a.Dimensions {
+			dims[d.Name] = d.Value
+		}
+		requireEmitted(t, name, a.Namespace, a.MetricName, dims)
+	}
+	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
+		require.True(t, seen[m], "an alarm on %s", m)
+	}
+}
