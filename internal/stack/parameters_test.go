@@ -127,24 +127,51 @@ func TestTemplate_EveryValueAParameterAllowsTheCodeAccepts(t *testing.T) {
 		for _, bound := range []*float64{p.MinValue, p.MaxValue} {
 			require.NotNil(t, bound, name)
 			value := strconv.FormatFloat(*bound, 'f', -1, 64)
-			overrides := map[string]string{name: value}
-			// A rule between two parameters is the code's to check (the
-			// backoff base may not exceed the largest delay): set the
-			// other one where the rule holds.
-			if name == "BackoffBaseSeconds" {
-				overrides["BackoffMaxSeconds"] = strconv.FormatFloat(*tpl.Parameters["BackoffMaxSeconds"].MaxValue, 'f', -1, 64)
-			}
-			vars := function(t, load(t, overrides), "SweepFunction").Environment.Variables
-			env := map[string]string{"OUTFLOW_TABLE": "outbox", "OUTFLOW_ROUTES": "orders=http://localhost/1/orders"}
-			for k, v := range vars {
-				if k != "OUTFLOW_TABLE" && k != "OUTFLOW_ROUTES" {
-					env[k] = v
+			overrides := companions(tpl, name)
+			overrides[name] = value
+			for _, fn := range []string{"SweepFunction", "WakeFunction"} {
+				vars := function(t, load(t, overrides), fn).Environment.Variables
+				env := map[string]string{"OUTFLOW_TABLE": "outbox", "OUTFLOW_ROUTES": "orders=http://localhost/1/orders"}
+				for k, v := range vars {
+					if k != "OUTFLOW_TABLE" && k != "OUTFLOW_ROUTES" {
+						env[k] = v
+					}
 				}
+				_, err := config.Load(func(k string) string { return env[k] })
+				require.NoError(t, err, "%s: %s=%s", fn, name, value)
 			}
-			_, err := config.Load(func(k string) string { return env[k] })
-			require.NoError(t, err, "%s=%s", name, value)
 		}
 	}
+}
+
+// companions are the other parameters' values under which a bound of name
+// must work. Rules between two parameters are the code's to check, since
+// CloudFormation cannot compare them: the backoff base may not exceed the
+// largest delay, and the lease must outlast both timeouts, each of which
+// must exceed the deadline margin. So a timeout is tried with the longest
+// lease and the smallest margin, the lease with the shortest timeouts, and
+// so on; every other parameter keeps its default.
+func companions(tpl *stack.Template, name string) map[string]string {
+	bound := func(p string, max bool) string {
+		v := tpl.Parameters[p].MinValue
+		if max {
+			v = tpl.Parameters[p].MaxValue
+		}
+		return strconv.FormatFloat(*v, 'f', -1, 64)
+	}
+	switch name {
+	case "BackoffBaseSeconds":
+		return map[string]string{"BackoffMaxSeconds": bound("BackoffMaxSeconds", true)}
+	case "SweepTimeoutSeconds", "WakeTimeoutSeconds":
+		return map[string]string{"LeaseSeconds": bound("LeaseSeconds", true), "DeadlineMarginSeconds": bound("DeadlineMarginSeconds", false)}
+	case "LeaseSeconds":
+		return map[string]string{"SweepTimeoutSeconds": bound("SweepTimeoutSeconds", false), "WakeTimeoutSeconds": bound("WakeTimeoutSeconds", false),
+			"DeadlineMarginSeconds": bound("DeadlineMarginSeconds", false)}
+	case "DeadlineMarginSeconds":
+		return map[string]string{"SweepTimeoutSeconds": bound("SweepTimeoutSeconds", true), "WakeTimeoutSeconds": bound("WakeTimeoutSeconds", true),
+			"LeaseSeconds": bound("LeaseSeconds", true)}
+	}
+	return map[string]string{}
 }
 
 // CloudFormation matches AllowedPattern against the whole value.
