@@ -205,7 +205,8 @@ func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
 		ref.Key = k.Value
 	}
 	if d, ok := av[AttrDueAt].(*types.AttributeValueMemberN); ok {
-		ref.DueAt = fromMs(clampMs(d.Value))
+		// Not fromMs: a due_at of 0 is 1970, not "no time".
+		ref.DueAt = time.UnixMilli(clampMs(d.Value))
 	}
 	if c, ok := av[AttrCreatedAt].(*types.AttributeValueMemberN); ok {
 		if ms, err := strconv.ParseInt(c.Value, 10, 64); err == nil {
