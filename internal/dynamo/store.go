@@ -312,7 +312,7 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 
 // DeadLetter implements outbox.Store.
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
-	_, err := s.update(ctx, "dead-letter", row.Key, holds(row), failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, err)
 	}
@@ -327,7 +327,7 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 	stranded := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
-	_, err := s.update(ctx, "expire", row.Key, cond, failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "expire", row.Key, cond, now, err)
 	}
@@ -429,6 +429,26 @@ func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
 		Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
 		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
 	_, err := s.update(ctx, "redrive", key, cond, upd, types.ReturnValueNone)
+	return err
+}
+
+// keepingHistory runs an update that replaces the stored error history
+// under cond, keeping a stored history that is not a list under
+// errors_unreadable, as the quarantine does, rather than losing it. upd
+// builds the update afresh for each try (a builder shares its operations
+// with every copy).
+func (s *Store) keepingHistory(ctx context.Context, op, key string, cond expression.ConditionBuilder, upd func() expression.UpdateBuilder) error {
+	errs := expression.Name(AttrErrors)
+	listOrNone := expression.AttributeNotExists(errs).Or(errs.AttributeType(expression.List))
+	_, err := s.update(ctx, op, key, cond.And(listOrNone), upd(), types.ReturnValueNone)
+	var conflict *outbox.ConflictError
+	if !errors.As(err, &conflict) {
+		return err
+	}
+	// Refused: by cond, or by a history that is not a list. Try the
+	// latter; if cond is what failed, this is refused too, and says so.
+	unreadable := expression.AttributeExists(errs).And(expression.Not(errs.AttributeType(expression.List)))
+	_, err = s.update(ctx, op, key, cond.And(unreadable), upd().Set(expression.Name(AttrErrorsUnreadable), errs), types.ReturnValueNone)
 	return err
 }
 
