@@ -55,6 +55,12 @@ func TestStore_ClaimRefusesAndQuarantineTakesEveryMalformedShape(t *testing.T) {
 		{"claimed, lease a string", func(it map[string]types.AttributeValue) {
 			it["status"], it["lease_until"] = s("claimed"), s("later")
 		}, "lease_until must be a number, got S"},
+		{"claimed, lease in microseconds", func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), n(t0.UnixMicro())
+		}, "claimed with lease_until more than 2h0m0s past now"},
+		{"claimed, lease huge", func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), &types.AttributeValueMemberN{Value: "1e30"}
+		}, "claimed with lease_until more than 2h0m0s past now"},
 		{"done with index keys", func(it map[string]types.AttributeValue) { it["status"] = s("done") }, "done, yet still in the due index"},
 		{"failed with index keys", func(it map[string]types.AttributeValue) { it["status"] = s("failed") }, "failed, yet still in the due index"},
 	}
@@ -84,6 +90,9 @@ func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
 		"pending at budget": func(it map[string]types.AttributeValue) { it["attempt"] = n(maxAttempts) },
 		"claimed under lease": func(it map[string]types.AttributeValue) {
 			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(lease).UnixMilli())
+		},
+		"claimed under the longest lease, skewed": func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(2*outbox.MaxLease).UnixMilli())
 		},
 		"fractional attempt": func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
 		"done out of the index": func(it map[string]types.AttributeValue) {

@@ -226,7 +226,7 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 	// claimed (it is quarantined), and its type checks make a foreign item
 	// with, say, a non-numeric attempt or lease fail the condition cleanly
 	// (moto errors on a comparison of mismatched types).
-	cond := validState().
+	cond := validState(now).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs))).
 		And(expression.Name(AttrAttempt).LessThan(expression.Value(maxAttempts))).
 		And(claimable)
@@ -241,6 +241,14 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 		// The item cannot take even the claim: it can never be delivered.
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
 		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, err)
+	}
+	var conflict *outbox.ConflictError
+	if errors.As(err, &conflict) && conflict.Malformed == "" && conflict.Current != nil {
+		// Rule 5 of the malformed definition needs the clock, which the
+		// conflict's decoding did not have.
+		if lerr := leaseRule(conflict.Current.Status, ms(conflict.Current.LeaseUntil), now); lerr != nil {
+			conflict.Malformed, conflict.Current = lerr.Error(), nil
+		}
 	}
 	if err != nil {
 		return outbox.Row{}, err
@@ -339,7 +347,7 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 // touched by it. The reason is appended to the error history stored, which
 // is kept: moved aside, to errors_unreadable, if it is not a list.
 func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
-	malformed := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(validState()))
+	malformed := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(validState(now)))
 	entry := encodeErrors([]outbox.AttemptError{{At: now, Message: reason}})
 	errs := expression.Name(AttrErrors)
 	listOrNone := expression.AttributeNotExists(errs).Or(errs.AttributeType(expression.List))
