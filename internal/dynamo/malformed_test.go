@@ -134,3 +134,31 @@ func TestStore_QuarantineKeepsTheStoredErrorHistory(t *testing.T) {
 	require.Equal(t, s("kept as written"), out.Item[dynamo.AttrErrorsUnreadable])
 	require.Equal(t, s("failed"), out.Item["status"])
 }
+
+// DynamoDB keeps 38 significant digits and refuses an update whose
+// arithmetic needs more (a ValidationException): the claim's attempt + 1 on
+// an attempt of 1E-38 or 1E-130 is such an update. server.py makes moto
+// refuse it too. The claim dead-letters the row with DynamoDB's reason
+// rather than fail on it as a plain error on every sweep.
+func TestStore_ClaimDynamoDBRefusesDeadLettersTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	tests := []struct{ name, attempt string }{
+		{"attempt 1E-38", "0.00000000000000000000000000000000000001"},
+		{"attempt 1E-130", "1E-130"},
+	}
+	for _, tt := range tests {
+		putItem(t, st, tt.name, func(it map[string]types.AttributeValue) {
+			it["attempt"] = &types.AttributeValueMemberN{Value: tt.attempt}
+		})
+		row, err := st.Claim(ctx, tt.name, t0.Add(lease*10), lease, maxAttempts)
+		require.ErrorIs(t, err, outbox.ErrDeadLettered, "%s: claimed, attempt reads back as %d (%q)", tt.name, row.Attempt, row.Malformed)
+		got, _ := st.Get(ctx, tt.name)
+		require.NotNil(t, got, tt.name)
+		require.Equal(t, outbox.StatusFailed, got.Status, tt.name)
+		require.Contains(t, got.LastError, "claim refused: Number overflow", tt.name)
+	}
+	require.Empty(t, dueKeys(t, st, t0.Add(lease*10)), "no refused row is left in the due index")
+	require.Len(t, deadKeys(t, st, "orders"), len(tests))
+}

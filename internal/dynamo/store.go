@@ -242,6 +242,14 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
 		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, err)
 	}
+	if msg, ok := refusal(err); ok {
+		// DynamoDB refuses this claim for good (say, attempt + 1 needs
+		// more than 38 digits): retrying it every sweep would hold the
+		// row for ever, so it is dead-lettered with DynamoDB's reason.
+		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
+		return outbox.Row{}, s.failRefused(ctx, "claim", key, claimable, now, outbox.TruncateError("claim refused: "+msg),
+			"DynamoDB refuses the claim", err)
+	}
 	var conflict *outbox.ConflictError
 	if errors.As(err, &conflict) && conflict.Malformed == "" && conflict.Current != nil {
 		// Rule 5 of the malformed definition needs the clock, which the
@@ -383,7 +391,14 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, cause error) error {
 	// The reason is short on purpose: it must fit where the transition
 	// did not. The error returned gives the detail.
-	reason := fmt.Sprintf("%s: %s", ErrItemTooLarge, op)
+	return s.failRefused(ctx, op, key, cond, now, fmt.Sprintf("%s: %s", ErrItemTooLarge, op),
+		fmt.Sprintf("the %s would pass DynamoDB's item size limit", op), cause)
+}
+
+// failRefused dead-letters a row whose transition DynamoDB refused for
+// good (cause), as failTooLarge describes, storing reason; why says, in the
+// error returned, what was refused.
+func (s *Store) failRefused(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, reason, why string, cause error) error {
 	queue := ""
 	if out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
@@ -405,7 +420,7 @@ func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expressio
 		Set(expression.Name(AttrLastError), expression.Value(reason))
 	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
 	if err == nil {
-		return fmt.Errorf("%w: %s: %s: the %s would pass DynamoDB's item size limit (after: %w)", outbox.ErrDeadLettered, key, reason, op, cause)
+		return fmt.Errorf("%w: %s: %s: %s (after: %w)", outbox.ErrDeadLettered, key, reason, why, cause)
 	}
 	if isSizeError(err) {
 		if _, err = s.update(ctx, op+" (too large)", key, cond, leaveDue(), types.ReturnValueNone); err == nil {
