@@ -44,11 +44,14 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 	if err != nil {
 		return nil, cfg, err
 	}
-	store, err := dynamo.New(client, cfg.Store)
+	// Each call bounded as in the functions, so a hung call cannot outlast
+	// the lease of a row this sweep claimed.
+	call := cfg.Policy.CallTimeout()
+	store, err := dynamo.New(dynamo.WithCallTimeout(client, call), cfg.Store)
 	if err != nil {
 		return nil, cfg, err
 	}
-	sender := delivery.New(sqs.NewFromConfig(awsCfg), cfg.Routes, cfg.MaxMessageBytes)
+	sender := delivery.New(delivery.WithCallTimeout(sqs.NewFromConfig(awsCfg), call), cfg.Routes, cfg.MaxMessageBytes)
 	e, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
 	return e, cfg, err
 }

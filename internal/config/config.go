@@ -69,13 +69,13 @@ var Vars = []Var{
 		c.Policy.Jitter, err = strconv.ParseFloat(v, 64)
 		return err
 	}, "Jitter"},
-	{"OUTFLOW_LEASE", "5m", "How long a claim is exclusive. Must exceed the function timeout.", durVar(func(c *Config) *time.Duration { return &c.Policy.Lease }), "Lease"},
+	{"OUTFLOW_LEASE", "5m", "How long a claim is exclusive. Must exceed the function timeout; at most 1h.", durVar(func(c *Config) *time.Duration { return &c.Policy.Lease }), "Lease"},
 	{"OUTFLOW_WAKE_GRACE", "15s", "The sweep leaves rows younger than this to the stream wake; set 0s when the wake is off.", durVar(func(c *Config) *time.Duration { return &c.Policy.WakeGrace }), "WakeGrace"},
 	{"OUTFLOW_PAGE_SIZE", "100", "Due-index entries read per query.", intVar(func(c *Config) *int { return &c.Policy.PageSize }), "PageSize"},
 	{"OUTFLOW_CONCURRENCY", "16", "Parallel claims, sends and settles.", intVar(func(c *Config) *int { return &c.Policy.Concurrency }), "Concurrency"},
 	{"OUTFLOW_DEADLINE_MARGIN", "10s", "Time kept free before the invocation deadline; unsent claims are released inside it.", durVar(func(c *Config) *time.Duration { return &c.Policy.DeadlineMargin }), "DeadlineMargin"},
 	{"OUTFLOW_ROW_BUDGET", "10000", "Most rows one sweep claims.", intVar(func(c *Config) *int { return &c.Policy.RowBudget }), "RowBudget"},
-	{"OUTFLOW_BATCH_LINGER", "2s", "Longest a partial SQS batch waits for more rows while claims are still arriving; it goes at once when none are.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
+	{"OUTFLOW_BATCH_LINGER", "2s", "Longest a partial SQS batch waits for more rows while claims are still arriving; it goes at once when none are. At most the lease less 3s: each AWS call gets (lease − linger) / 3, at least 1s.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
 	{"OUTFLOW_MAX_MESSAGE_BYTES", "262144", "Size limit of one message and one batch, at most 393216: what a DynamoDB item can carry with Outflow's own attributes (SQS accepts up to 1048576).", intVar(func(c *Config) *int { return &c.MaxMessageBytes }), ""},
 	{"OUTFLOW_FUNCTION_TIMEOUT", "0s", "This function's timeout, so init refuses a lease that does not exceed it or a deadline margin that does not fit in it; 0s checks each invocation's deadline only.", durVar(func(c *Config) *time.Duration { return &c.FunctionTimeout }), ""},
 	{"OUTFLOW_METRICS_NAMESPACE", "Outflow", "CloudWatch namespace of the embedded metrics.", func(c *Config, v string) error {

@@ -119,3 +119,29 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 		})
 	}
 }
+
+// Values the template allows together (a 30 s lease, a linger just under
+// it) would leave each AWS call (lease − linger) / 3, a millisecond: no call
+// could finish. Load refuses them, naming the variable and the lease.
+func TestLoad_RefusesACallTimeoutNoCallCanMeet(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, lease, linger string
+		want                string
+	}{
+		{"linger just under the lease", "30s", "29999ms", "OUTFLOW_BATCH_LINGER=29.999s: must be at most the lease (30s) less 3s"},
+		{"calls of just under a second", "3s", "1ms", "OUTFLOW_BATCH_LINGER=1ms: must be at most the lease (3s) less 3s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{
+				"OUTFLOW_TABLE": "t", "OUTFLOW_ROUTES": "orders=https://sqs.us-east-1.amazonaws.com/1/orders",
+				"OUTFLOW_LEASE": tt.lease, "OUTFLOW_BATCH_LINGER": tt.linger, "OUTFLOW_FUNCTION_TIMEOUT": "2s",
+				"OUTFLOW_DEADLINE_MARGIN": "1s",
+			}
+			c, err := config.Load(func(k string) string { return env[k] })
+			require.ErrorContains(t, err, tt.want, "accepted, with a per-call timeout of %s", c.Policy.CallTimeout())
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -14,16 +15,22 @@ import (
 // This file is Outflow's one definition of a malformed item: an item whose
 // state-machine attributes no transition can read or move on. The decoder
 // (decodeState, in Go) and the quarantine (validState, as a DynamoDB
-// condition) apply the same four rules in the same order, so an item the
-// claim refuses for being malformed is always one the quarantine accepts,
-// and a valid row is never quarantined.
+// condition) apply the same rules in the same order, so an item the claim
+// refuses for being malformed is always one the quarantine accepts, and a
+// valid row is never quarantined.
 //
 //  1. status is a string, one of pending, claimed, done, failed;
 //  2. attempt is a number in [0, maxStoredAttempt];
 //  3. a claimed row has a numeric lease_until;
 //  4. a row neither pending nor claimed has no shard and no due_at, since
 //     it would otherwise sit in the due index with no transition to take it
-//     out.
+//     out;
+//  5. a claimed row's lease_until is at most leaseCeiling past now, since
+//     a longer lease (one written in microseconds, say) would hold the row
+//     for ever.
+//
+// Rule 5 reads the clock, so decodeState leaves it to leaseRule, which the
+// claim applies to the item that refused it; validState takes the time.
 //
 // Conditions cannot tell an integer from a fraction, so a fractional
 // attempt passes the rules; the full Decode refuses it, after a claim, and
@@ -31,6 +38,11 @@ import (
 
 // maxStoredAttempt bounds a stored attempt so it converts to an int.
 const maxStoredAttempt = math.MaxInt32
+
+// leaseCeiling is how far past now a claimed row's lease_until may be:
+// twice the longest lease, so that clock skew between workers never makes a
+// valid claim look malformed.
+const leaseCeiling = 2 * outbox.MaxLease
 
 var statuses = []outbox.Status{outbox.StatusPending, outbox.StatusClaimed, outbox.StatusDone, outbox.StatusFailed}
 
@@ -94,10 +106,20 @@ func decodeState(av map[string]types.AttributeValue) (state, error) {
 	return st, nil
 }
 
-// validState is the malformed definition's rules as a DynamoDB condition:
-// it holds exactly when decodeState returns no error. Each rule checks the
-// type before comparing, so a wrong type fails the rule, never the request.
-func validState() expression.ConditionBuilder {
+// leaseRule is rule 5 of the malformed definition: it says, in an error
+// wrapping ErrMalformed, when a claimed row's lease ends too far past now.
+func leaseRule(status outbox.Status, leaseUntilMs int64, now time.Time) error {
+	if status == outbox.StatusClaimed && leaseUntilMs > now.Add(leaseCeiling).UnixMilli() {
+		return fmt.Errorf("%w: claimed with %s more than %s past now", ErrMalformed, AttrLeaseUntil, leaseCeiling)
+	}
+	return nil
+}
+
+// validState is the malformed definition's rules as a DynamoDB condition at
+// now: it holds exactly when decodeState and leaseRule return no error.
+// Each rule checks the type before comparing, so a wrong type fails the
+// rule, never the request.
+func validState(now time.Time) expression.ConditionBuilder {
 	status, attempt := expression.Name(AttrStatus), expression.Name(AttrAttempt)
 	known := make([]expression.OperandBuilder, 0, len(statuses))
 	for _, s := range statuses {
@@ -110,7 +132,10 @@ func validState() expression.ConditionBuilder {
 		Or(expression.Name(AttrLeaseUntil).AttributeType(expression.Number))
 	rule4 := status.In(expression.Value(outbox.StatusPending), expression.Value(outbox.StatusClaimed)).
 		Or(expression.AttributeNotExists(expression.Name(AttrShard)).And(expression.AttributeNotExists(expression.Name(AttrDueAt))))
-	return rule1.And(rule2).And(rule3).And(rule4)
+	lease := expression.Name(AttrLeaseUntil)
+	rule5 := status.NotEqual(expression.Value(outbox.StatusClaimed)).
+		Or(lease.AttributeType(expression.Number).And(lease.LessThanEqual(expression.Value(now.Add(leaseCeiling).UnixMilli()))))
+	return rule1.And(rule2).And(rule3).And(rule4).And(rule5)
 }
 
 // clampMs reads a stored millisecond number, clamped to what int64 holds.

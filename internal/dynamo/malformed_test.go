@@ -55,6 +55,12 @@ func TestStore_ClaimRefusesAndQuarantineTakesEveryMalformedShape(t *testing.T) {
 		{"claimed, lease a string", func(it map[string]types.AttributeValue) {
 			it["status"], it["lease_until"] = s("claimed"), s("later")
 		}, "lease_until must be a number, got S"},
+		{"claimed, lease in microseconds", func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), n(t0.UnixMicro())
+		}, "claimed with lease_until more than 2h0m0s past now"},
+		{"claimed, lease huge", func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), &types.AttributeValueMemberN{Value: "1e30"}
+		}, "claimed with lease_until more than 2h0m0s past now"},
 		{"done with index keys", func(it map[string]types.AttributeValue) { it["status"] = s("done") }, "done, yet still in the due index"},
 		{"failed with index keys", func(it map[string]types.AttributeValue) { it["status"] = s("failed") }, "failed, yet still in the due index"},
 	}
@@ -84,6 +90,9 @@ func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
 		"pending at budget": func(it map[string]types.AttributeValue) { it["attempt"] = n(maxAttempts) },
 		"claimed under lease": func(it map[string]types.AttributeValue) {
 			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(lease).UnixMilli())
+		},
+		"claimed under the longest lease, skewed": func(it map[string]types.AttributeValue) {
+			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(2*outbox.MaxLease).UnixMilli())
 		},
 		"fractional attempt": func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
 		"done out of the index": func(it map[string]types.AttributeValue) {
@@ -124,4 +133,32 @@ func TestStore_QuarantineKeepsTheStoredErrorHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, s("kept as written"), out.Item[dynamo.AttrErrorsUnreadable])
 	require.Equal(t, s("failed"), out.Item["status"])
+}
+
+// DynamoDB keeps 38 significant digits and refuses an update whose
+// arithmetic needs more (a ValidationException): the claim's attempt + 1 on
+// an attempt of 1E-38 or 1E-130 is such an update. server.py makes moto
+// refuse it too. The claim dead-letters the row with DynamoDB's reason
+// rather than fail on it as a plain error on every sweep.
+func TestStore_ClaimDynamoDBRefusesDeadLettersTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	tests := []struct{ name, attempt string }{
+		{"attempt 1E-38", "0.00000000000000000000000000000000000001"},
+		{"attempt 1E-130", "1E-130"},
+	}
+	for _, tt := range tests {
+		putItem(t, st, tt.name, func(it map[string]types.AttributeValue) {
+			it["attempt"] = &types.AttributeValueMemberN{Value: tt.attempt}
+		})
+		row, err := st.Claim(ctx, tt.name, t0.Add(lease*10), lease, maxAttempts)
+		require.ErrorIs(t, err, outbox.ErrDeadLettered, "%s: claimed, attempt reads back as %d (%q)", tt.name, row.Attempt, row.Malformed)
+		got, _ := st.Get(ctx, tt.name)
+		require.NotNil(t, got, tt.name)
+		require.Equal(t, outbox.StatusFailed, got.Status, tt.name)
+		require.Contains(t, got.LastError, "claim refused: Number overflow", tt.name)
+	}
+	require.Empty(t, dueKeys(t, st, t0.Add(lease*10)), "no refused row is left in the due index")
+	require.Len(t, deadKeys(t, st, "orders"), len(tests))
 }

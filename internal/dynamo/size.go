@@ -142,3 +142,17 @@ func isSizeError(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException" &&
 		strings.Contains(api.ErrorMessage(), "exceeded the maximum allowed size")
 }
+
+// refusal returns DynamoDB's message when err is a ValidationException
+// other than the size limit's: a refusal of what this item holds, which no
+// retry changes.
+func refusal(err error) (string, bool) {
+	var api interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" && !isSizeError(err) {
+		return api.ErrorMessage(), true
+	}
+	return "", false
+}

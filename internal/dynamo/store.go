@@ -205,7 +205,8 @@ func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
 		ref.Key = k.Value
 	}
 	if d, ok := av[AttrDueAt].(*types.AttributeValueMemberN); ok {
-		ref.DueAt = fromMs(clampMs(d.Value))
+		// Not fromMs: a due_at of 0 is 1970, not "no time".
+		ref.DueAt = time.UnixMilli(clampMs(d.Value))
 	}
 	if c, ok := av[AttrCreatedAt].(*types.AttributeValueMemberN); ok {
 		if ms, err := strconv.ParseInt(c.Value, 10, 64); err == nil {
@@ -225,7 +226,7 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 	// claimed (it is quarantined), and its type checks make a foreign item
 	// with, say, a non-numeric attempt or lease fail the condition cleanly
 	// (moto errors on a comparison of mismatched types).
-	cond := validState().
+	cond := validState(now).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs))).
 		And(expression.Name(AttrAttempt).LessThan(expression.Value(maxAttempts))).
 		And(claimable)
@@ -240,6 +241,22 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 		// The item cannot take even the claim: it can never be delivered.
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
 		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, err)
+	}
+	if msg, ok := refusal(err); ok {
+		// DynamoDB refuses this claim for good (say, attempt + 1 needs
+		// more than 38 digits): retrying it every sweep would hold the
+		// row for ever, so it is dead-lettered with DynamoDB's reason.
+		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
+		return outbox.Row{}, s.failRefused(ctx, "claim", key, claimable, now, outbox.TruncateError("claim refused: "+msg),
+			"DynamoDB refuses the claim", err)
+	}
+	var conflict *outbox.ConflictError
+	if errors.As(err, &conflict) && conflict.Malformed == "" && conflict.Current != nil {
+		// Rule 5 of the malformed definition needs the clock, which the
+		// conflict's decoding did not have.
+		if lerr := leaseRule(conflict.Current.Status, ms(conflict.Current.LeaseUntil), now); lerr != nil {
+			conflict.Malformed, conflict.Current = lerr.Error(), nil
+		}
 	}
 	if err != nil {
 		return outbox.Row{}, err
@@ -311,7 +328,7 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 
 // DeadLetter implements outbox.Store.
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
-	_, err := s.update(ctx, "dead-letter", row.Key, holds(row), failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, err)
 	}
@@ -326,7 +343,7 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 	stranded := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
-	_, err := s.update(ctx, "expire", row.Key, cond, failUpdate(row.Queue, now, history), types.ReturnValueNone)
+	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "expire", row.Key, cond, now, err)
 	}
@@ -338,7 +355,7 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 // touched by it. The reason is appended to the error history stored, which
 // is kept: moved aside, to errors_unreadable, if it is not a list.
 func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
-	malformed := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(validState()))
+	malformed := expression.AttributeExists(expression.Name(AttrKey)).And(expression.Not(validState(now)))
 	entry := encodeErrors([]outbox.AttemptError{{At: now, Message: reason}})
 	errs := expression.Name(AttrErrors)
 	listOrNone := expression.AttributeNotExists(errs).Or(errs.AttributeType(expression.List))
@@ -374,7 +391,14 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, cause error) error {
 	// The reason is short on purpose: it must fit where the transition
 	// did not. The error returned gives the detail.
-	reason := fmt.Sprintf("%s: %s", ErrItemTooLarge, op)
+	return s.failRefused(ctx, op, key, cond, now, fmt.Sprintf("%s: %s", ErrItemTooLarge, op),
+		fmt.Sprintf("the %s would pass DynamoDB's item size limit", op), cause)
+}
+
+// failRefused dead-letters a row whose transition DynamoDB refused for
+// good (cause), as failTooLarge describes, storing reason; why says, in the
+// error returned, what was refused.
+func (s *Store) failRefused(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, reason, why string, cause error) error {
 	queue := ""
 	if out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
@@ -396,7 +420,7 @@ func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expressio
 		Set(expression.Name(AttrLastError), expression.Value(reason))
 	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
 	if err == nil {
-		return fmt.Errorf("%w: %s: %s: the %s would pass DynamoDB's item size limit (after: %w)", outbox.ErrDeadLettered, key, reason, op, cause)
+		return fmt.Errorf("%w: %s: %s: %s (after: %w)", outbox.ErrDeadLettered, key, reason, why, cause)
 	}
 	if isSizeError(err) {
 		if _, err = s.update(ctx, op+" (too large)", key, cond, leaveDue(), types.ReturnValueNone); err == nil {
@@ -428,6 +452,26 @@ func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
 		Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
 		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
 	_, err := s.update(ctx, "redrive", key, cond, upd, types.ReturnValueNone)
+	return err
+}
+
+// keepingHistory runs an update that replaces the stored error history
+// under cond, keeping a stored history that is not a list under
+// errors_unreadable, as the quarantine does, rather than losing it. upd
+// builds the update afresh for each try (a builder shares its operations
+// with every copy).
+func (s *Store) keepingHistory(ctx context.Context, op, key string, cond expression.ConditionBuilder, upd func() expression.UpdateBuilder) error {
+	errs := expression.Name(AttrErrors)
+	listOrNone := expression.AttributeNotExists(errs).Or(errs.AttributeType(expression.List))
+	_, err := s.update(ctx, op, key, cond.And(listOrNone), upd(), types.ReturnValueNone)
+	var conflict *outbox.ConflictError
+	if !errors.As(err, &conflict) {
+		return err
+	}
+	// Refused: by cond, or by a history that is not a list. Try the
+	// latter; if cond is what failed, this is refused too, and says so.
+	unreadable := expression.AttributeExists(errs).And(expression.Not(errs.AttributeType(expression.List)))
+	_, err = s.update(ctx, op, key, cond.And(unreadable), upd().Set(expression.Name(AttrErrorsUnreadable), errs), types.ReturnValueNone)
 	return err
 }
 

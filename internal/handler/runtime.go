@@ -52,11 +52,11 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	call := cfg.Policy.CallTimeout()
-	store, err := dynamo.New(dynamoTimeout{dynamodb.NewFromConfig(awsCfg), call}, cfg.Store)
+	store, err := dynamo.New(dynamo.WithCallTimeout(dynamodb.NewFromConfig(awsCfg), call), cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	sender := delivery.New(sqsTimeout{sqs.NewFromConfig(awsCfg), call}, cfg.Routes, cfg.MaxMessageBytes)
+	sender := delivery.New(delivery.WithCallTimeout(sqs.NewFromConfig(awsCfg), call), cfg.Routes, cfg.MaxMessageBytes)
 	engine, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
 	if err != nil {
 		return nil, err

@@ -5,15 +5,19 @@ and its server is threaded, so two concurrent conditional writes to one item
 can both succeed. DynamoDB never lets that happen, and Outflow's claims rely
 on it. This wraps moto's item writes in one lock, then starts the server
 exactly as moto_server does (same arguments). It also makes an update
-that fails part way leave the item as it was, as DynamoDB does.
+that fails part way leave the item as it was, as DynamoDB does, and refuses
+update arithmetic whose result DynamoDB cannot store.
 """
 import copy
+import decimal
 import functools
 import sys
 import threading
 
 from moto import server
+from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
 
 _lock = threading.RLock()
 
@@ -41,7 +45,9 @@ def _all_or_nothing(fn):
             table = self.get_table(table_name)
             hash_value, range_value = self.get_keys_value(table, key)
             item = table.get_item(hash_value, range_value)
-            saved = copy.deepcopy(item.attrs) if item is not None else None
+            # Copy the item, not its attrs: a copied attrs dict re-checks
+            # the item size on every key it sets, under the global lock.
+            saved = copy.deepcopy(item).attrs if item is not None else None
         except Exception:  # the call itself reports a bad table or key
             item = None
         try:
@@ -54,6 +60,39 @@ def _all_or_nothing(fn):
     return update
 
 
+# Exact for any two numbers DynamoDB stores (at most 38 digits, magnitudes
+# 1E-130 to under 1E+126), so the check below sees the true result.
+_exact = decimal.Context(prec=300)
+
+
+def _storable(fn):
+    """DynamoDB refuses an update whose arithmetic result needs more than 38
+    significant digits or leaves its range, with a ValidationException.
+    moto rounds such a sum to 28 digits (1E-38 + 1 gives 1), or fails with
+    an internal error (1E-130 + 1): either hides the refusal a caller must
+    handle. This checks the exact result first and refuses as DynamoDB
+    does; a storable one is left to moto."""
+
+    @functools.wraps(fn)
+    def op(self, other):
+        if self.is_number() and other.is_number():
+            try:
+                a, b = decimal.Decimal(self.value), decimal.Decimal(other.value)
+            except decimal.InvalidOperation:
+                return fn(self, other)
+            total = _exact.add(a, b) if fn.__name__ == "__add__" else _exact.subtract(a, b)
+            total = total.normalize(_exact)
+            if total != 0 and (len(total.as_tuple().digits) > 38 or not -130 <= total.adjusted() <= 125):
+                raise MockValidationException(
+                    "Number overflow. Attempting to store a number with more than 38 significant digits or out of range"
+                )
+        return fn(self, other)
+
+    return op
+
+
+DynamoType.__add__ = _storable(DynamoType.__add__)
+DynamoType.__sub__ = _storable(DynamoType.__sub__)
 DynamoDBBackend.update_item = _all_or_nothing(DynamoDBBackend.update_item)
 for _name in ("put_item", "update_item", "delete_item", "transact_write_items"):
     setattr(DynamoDBBackend, _name, _atomic(getattr(DynamoDBBackend, _name)))

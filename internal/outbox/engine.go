@@ -105,6 +105,7 @@ func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error)
 
 func (e *Engine) newRun(ctx context.Context, grace time.Duration) *run {
 	r := &run{Engine: e, grace: grace, start: e.now()}
+	r.oldest.Store(noDue)
 	if d, ok := ctx.Deadline(); ok {
 		r.stopAt = d.Add(-e.policy.DeadlineMargin)
 	}

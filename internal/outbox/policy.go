@@ -52,6 +52,13 @@ const (
 	// MaxBackoff is the largest BackoffMax: a year. Jitter can stretch it
 	// by less than 2, so the delay and due time never overflow.
 	MaxBackoff = 365 * 24 * time.Hour
+	// MaxLease is the longest Lease (the template's LeaseSeconds cap). A
+	// claim whose lease_until is far past it was not written by Outflow,
+	// and is malformed: it would otherwise hold its row for ever.
+	MaxLease = time.Hour
+	// MinCallTimeout is the shortest CallTimeout a policy may give: an AWS
+	// call bounded tighter than this fails however healthy the service.
+	MinCallTimeout = time.Second
 )
 
 // DefaultPolicy returns the documented defaults.
@@ -100,13 +107,15 @@ func (p Policy) Validate() error {
 	check(p.BackoffMax <= MaxBackoff, "BackoffMax", p.BackoffMax, fmt.Sprintf("must be at most %s", MaxBackoff))
 	check(p.Jitter >= 0 && p.Jitter < 1, "Jitter", p.Jitter, "must be in [0, 1)")
 	check(p.Lease > 0, "Lease", p.Lease, "must be positive")
+	check(p.Lease <= MaxLease, "Lease", p.Lease, fmt.Sprintf("must be at most %s", MaxLease))
 	check(p.WakeGrace >= 0, "WakeGrace", p.WakeGrace, "must not be negative")
 	check(p.PageSize >= 1 && p.PageSize <= 1000, "PageSize", p.PageSize, "must be in [1, 1000]")
 	check(p.Concurrency >= 1 && p.Concurrency <= 256, "Concurrency", p.Concurrency, "must be in [1, 256]")
 	check(p.DeadlineMargin >= 0, "DeadlineMargin", p.DeadlineMargin, "must not be negative")
 	check(p.RowBudget >= 1, "RowBudget", p.RowBudget, "must be at least 1")
 	check(p.BatchLinger >= 0, "BatchLinger", p.BatchLinger, "must not be negative")
-	check(p.BatchLinger < p.Lease, "BatchLinger", p.BatchLinger, fmt.Sprintf("must be shorter than the lease (%s)", p.Lease))
+	check(p.BatchLinger >= 0 && (p.Lease-p.BatchLinger)/3 >= MinCallTimeout, "BatchLinger", p.BatchLinger,
+		fmt.Sprintf("must be at most the lease (%s) less %s: each AWS call gets (lease − linger) / 3, and needs at least %s", p.Lease, 3*MinCallTimeout, MinCallTimeout))
 	return errors.Join(errs...)
 }
 
@@ -125,7 +134,8 @@ func (p Policy) CheckDeadline(timeout time.Duration) error {
 
 // CallTimeout bounds one store or deliverer call so that a row's claim,
 // its send and its settle, with the batch linger between them, all end
-// inside the row's lease: (Lease − BatchLinger) / 3.
+// inside the row's lease: (Lease − BatchLinger) / 3. Validate keeps it at
+// least MinCallTimeout.
 func (p Policy) CallTimeout() time.Duration {
 	return max((p.Lease-p.BatchLinger)/3, time.Millisecond)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,8 @@ type run struct {
 	// worker's live lease, so later passes do not pay for the same refused
 	// write again, and rows left to the wake, so they are counted once.
 	held sync.Map // key -> lease end (time.Time)
-	// oldest is the earliest due time seen, as Unix nanoseconds; 0 if none.
+	// oldest is the earliest due time seen, as Unix milliseconds (the unit
+	// due_at is stored in, so any stored value fits); noDue if none.
 	oldest atomic.Int64
 	// querying counts due-index queries in flight, so the batcher knows
 	// more rows may be coming.
@@ -40,8 +42,8 @@ func (r *run) budgetSpent() bool { return r.budget.Load() <= 0 }
 
 func (r *run) finish(stopped string) Result {
 	res := r.t.result()
-	if o := r.oldest.Load(); o != 0 {
-		res.OldestDueAge = max(0, r.start.Sub(time.Unix(0, o)))
+	if o := r.oldest.Load(); o != noDue {
+		res.OldestDueAge = ageSince(r.start, o)
 	}
 	res.Duration = r.now().Sub(r.start)
 	res.Stopped = stopped
@@ -141,17 +143,32 @@ func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan
 	return more, true
 }
 
+// noDue is oldest before any due row is seen: no row is due that late.
+const noDue = math.MaxInt64
+
+// noteDue records due as the oldest due time seen if it is.
 func (r *run) noteDue(due time.Time) {
-	n := due.UnixNano()
+	n := due.UnixMilli()
 	for {
 		cur := r.oldest.Load()
-		if cur != 0 && cur <= n {
+		if cur <= n {
 			return
 		}
 		if r.oldest.CompareAndSwap(cur, n) {
 			return
 		}
 	}
+}
+
+// ageSince is how long before start the Unix millisecond dueMs was, at
+// least 0. It saturates instead of wrapping: a producer may write any
+// due_at, and one too far back for a Duration is as overdue as can be.
+func ageSince(start time.Time, dueMs int64) time.Duration {
+	startMs := start.UnixMilli()
+	if dueMs <= startMs-math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return max(0, time.Duration(startMs-dueMs)*time.Millisecond)
 }
 
 // claim takes one row and hands it on, or records why it could not.
@@ -202,8 +219,10 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 // youngForWake reports whether the wake should have this row: it was due
 // when inserted and is younger than the grace. Retried, released, delayed
 // and redriven rows were never the wake's, so the sweep takes them at once.
+// So is a row created in the future (a producer's clock or unit is wrong):
+// holding it until its created_at plus the grace could hold it for ever.
 func (r *run) youngForWake(ref DueRef, now time.Time) bool {
-	return r.grace > 0 && !ref.CreatedAt.IsZero() &&
+	return r.grace > 0 && !ref.CreatedAt.IsZero() && !ref.CreatedAt.After(now) &&
 		now.Sub(ref.CreatedAt) < r.grace && !ref.DueAt.After(ref.CreatedAt)
 }
 

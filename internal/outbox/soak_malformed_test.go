@@ -59,6 +59,31 @@ var malformedShapes = []malformedShape{
 	{"created_at a string", func(it map[string]types.AttributeValue, _ time.Time) {
 		it[dynamo.AttrCreatedAt] = &types.AttributeValueMemberS{Value: "yesterday"}
 	}, "malformed item: created_at must be a number, got S"},
+	{"attempt over the largest", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrAttempt] = num(2147483648) },
+		"malformed item: attempt must be in [0, 2147483647], got 2147483648"},
+	{"attempt a fraction", func(it map[string]types.AttributeValue, _ time.Time) {
+		it[dynamo.AttrAttempt] = &types.AttributeValueMemberN{Value: "0.5"}
+	}, "malformed item: attempt must be a whole number, got 1.5"},
+	{"claimed with a lease in microseconds", func(it map[string]types.AttributeValue, now time.Time) {
+		it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "claimed"}
+		it[dynamo.AttrLeaseUntil] = num(now.UnixMicro())
+	}, "malformed item: claimed with lease_until more than 2h0m0s past now"},
+	{"payload a number", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrPayload] = num(1) },
+		"malformed item: payload must be a string or binary, got N"},
+	{"no queue", func(it map[string]types.AttributeValue, _ time.Time) { delete(it, dynamo.AttrQueue) }, "malformed item: missing queue"},
+	{"not_before a string", func(it map[string]types.AttributeValue, _ time.Time) {
+		it[dynamo.AttrNotBefore] = &types.AttributeValueMemberS{Value: "later"}
+	}, "malformed item: not_before must be a number, got S"},
+	{"attributes a number", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrAttributes] = num(1) },
+		"malformed item: attributes must be a map of strings, got N"},
+	{"attributes a map of numbers", func(it map[string]types.AttributeValue, _ time.Time) {
+		it[dynamo.AttrAttributes] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a": num(1)}}
+	}, "malformed item: attributes.a must be a string, got N"},
+	{"group a number", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrGroup] = num(1) },
+		"malformed item: group must be a string, got N"},
+	{"errors a string", func(it map[string]types.AttributeValue, _ time.Time) {
+		it[dynamo.AttrErrors] = &types.AttributeValueMemberS{Value: "written by hand"}
+	}, "malformed item: errors must be a list of {at, attempt, message}"},
 }
 
 // putMalformed writes one item of every malformed shape into the due

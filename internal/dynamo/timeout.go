@@ -1,24 +1,24 @@
-package handler
+package dynamo
 
 import (
 	"context"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/outflowhq/outflow/internal/delivery"
-	"github.com/outflowhq/outflow/internal/dynamo"
 )
 
-// The functions give every AWS call a timeout (outbox.Policy.CallTimeout)
-// so that a claim, its send and its settle end inside the claim's lease
-// even when a call hangs; the invocation's deadline alone ends later than
-// the lease allows for a claim taken late in it.
+// The functions and `outflow sweep` give every AWS call a timeout
+// (outbox.Policy.CallTimeout) so that a claim, its send and its settle end
+// inside the claim's lease even when a call hangs; the invocation's
+// deadline alone ends later than the lease allows for a claim taken late
+// in it.
+
+// WithCallTimeout returns api with each call bounded by d.
+func WithCallTimeout(api API, d time.Duration) API { return dynamoTimeout{api, d} }
 
 // dynamoTimeout bounds each DynamoDB call the store makes.
 type dynamoTimeout struct {
-	api dynamo.API
+	api API
 	d   time.Duration
 }
 
@@ -50,16 +50,4 @@ func (t dynamoTimeout) Query(ctx context.Context, in *dynamodb.QueryInput, opts 
 	ctx, cancel := context.WithTimeout(ctx, t.d)
 	defer cancel()
 	return t.api.Query(ctx, in, opts...)
-}
-
-// sqsTimeout bounds each SQS call the deliverer makes.
-type sqsTimeout struct {
-	api delivery.API
-	d   time.Duration
-}
-
-func (t sqsTimeout) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.d)
-	defer cancel()
-	return t.api.SendMessageBatch(ctx, in, opts...)
 }
