@@ -271,14 +271,17 @@ func TestSweep_LostClaimsConsumeAttemptsUntilRowExpires(t *testing.T) {
 	require.Equal(t, "lease expired on final attempt", got.LastError)
 }
 
-// slowDeliverer delays each call, then delivers.
+// slowDeliverer takes delay of the engine's clock for each call, then
+// delivers: time passes only as the engine works, however loaded the
+// machine is.
 type slowDeliverer struct {
 	next  outbox.Deliverer
+	clock *clock
 	delay time.Duration
 }
 
 func (s slowDeliverer) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
-	time.Sleep(s.delay)
+	s.clock.Advance(s.delay)
 	return s.next.Deliver(ctx, queue, rows)
 }
 
@@ -290,10 +293,16 @@ func TestSweep_ReleasesUnsentClaimsNearDeadline(t *testing.T) {
 	p := testPolicy()
 	p.Concurrency = 1
 	p.DeadlineMargin = time.Second
-	e, err := outbox.New(h.store, slowDeliverer{next: h.sqs, delay: 300 * time.Millisecond}, p) // real clock: the deadline is real
+	// The invocation deadline is a minute away in real time, which no
+	// call reaches; on the engine's clock, the margin begins 1.2 s after
+	// the start, four 300 ms sends in.
+	clk := newClock()
+	deadline := clk.Now().Add(time.Minute)
+	clk.Advance(time.Minute - p.DeadlineMargin - 1200*time.Millisecond)
+	e, err := outbox.New(h.store, slowDeliverer{next: h.sqs, clock: clk, delay: 300 * time.Millisecond}, p, outbox.WithClock(clk.Now))
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), p.DeadlineMargin+1200*time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	res, err := e.Sweep(ctx)
 	require.NoError(t, err)
