@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,12 +26,18 @@ type Config struct {
 	// MaxMessageBytes must equal the dispatcher's OUTFLOW_MAX_MESSAGE_BYTES
 	// (default 262144).
 	MaxMessageBytes int
+	// Ordered lists the routes whose rows reach their queue in staging
+	// order per message group (FIFO routes, named in the dispatcher's
+	// OUTFLOW_ORDERED too). Staging such a row costs a consistent read of
+	// its group's tail and a two-item transaction.
+	Ordered []string
 }
 
 // Producer stages rows into one outbox table. It is safe for concurrent use.
 type Producer struct {
 	store    *dynamo.Store
 	maxBytes int
+	ordered  map[string]bool
 	now      func() time.Time
 }
 
@@ -44,7 +51,14 @@ func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{store: store, maxBytes: cfg.MaxMessageBytes, now: time.Now}, nil
+	ordered := map[string]bool{}
+	for _, q := range cfg.Ordered {
+		if !strings.HasSuffix(q, ".fifo") {
+			return nil, fmt.Errorf("ordered route %q: only FIFO routes (names ending in .fifo) keep an order per group", q)
+		}
+		ordered[q] = true
+	}
+	return &Producer{store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, now: time.Now}, nil
 }
 
 // prepare validates a row and fills in its key.
@@ -62,10 +76,15 @@ func (p *Producer) prepare(r Row) (outbox.Row, error) {
 // it, for your own TransactWriteItems: the transaction fails if the key is
 // already staged. An empty Key is filled with a new ULID; read it back
 // from the returned item if you need it.
+//
+// A row of an ordered route needs TransactItems instead.
 func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
 	row, err := p.prepare(r)
 	if err != nil {
 		return types.TransactWriteItem{}, err
+	}
+	if p.ordered[row.Queue] {
+		return types.TransactWriteItem{}, fmt.Errorf("%w: route %s is ordered: stage its rows with TransactItems", ErrOrderedRoute, row.Queue)
 	}
 	in, err := p.store.StageInput(row, p.now())
 	if err != nil {
@@ -80,34 +99,96 @@ func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
 	}}, nil
 }
 
+// TransactItems validates row and returns the writes that stage it, for
+// your own TransactWriteItems. An unordered row is one conditional put, as
+// TransactItem returns. A row of an ordered route is two: the put, and an
+// update of its group's item that appends the row to the group, read here
+// with one consistent read. If another producer stages into the same group
+// before your transaction commits, DynamoDB cancels it (the group item's
+// condition fails, or a TransactionConflict): call TransactItems again and
+// retry. The row is never staged out of its place.
+func (p *Producer) TransactItems(ctx context.Context, r Row) ([]types.TransactWriteItem, error) {
+	row, err := p.prepare(r)
+	if err != nil {
+		return nil, err
+	}
+	if !p.ordered[row.Queue] {
+		item, err := p.TransactItem(r)
+		if err != nil {
+			return nil, err
+		}
+		return []types.TransactWriteItem{item}, nil
+	}
+	tail, err := p.store.GroupTail(ctx, row.Queue, row.Group)
+	if err != nil {
+		return nil, err
+	}
+	return p.store.StageOrderedItems(row, p.now(), tail)
+}
+
 // Put stages rows on their own (not in a transaction), concurrently. It is
 // idempotent: a key already staged with the same content is success, with
 // different content an error wrapping ErrKeyConflict. It returns the keys
 // in order (generated where Key was empty) and every error, joined.
+//
+// Rows of an ordered route are staged one after another per group, in the
+// order given; a row after one that failed in its group is not staged
+// (its error wraps ErrNotStaged), so the group keeps the order you meant.
 func (p *Producer) Put(ctx context.Context, rows ...Row) ([]string, error) {
 	keys := make([]string, len(rows))
 	errs := make([]error, len(rows))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
+	type groupID struct{ queue, group string }
+	groups := map[groupID][]int{}
+	var order []groupID
+	prepared := make([]outbox.Row, len(rows))
 	for i, r := range rows {
 		row, err := p.prepare(r)
 		if err != nil {
 			errs[i] = fmt.Errorf("row %d: %w", i, err)
+		}
+		keys[i], prepared[i] = row.Key, row
+		if p.ordered[r.Queue] {
+			id := groupID{r.Queue, r.Group}
+			if _, ok := groups[id]; !ok {
+				order = append(order, id)
+			}
+			groups[id] = append(groups[id], i)
 			continue
 		}
-		keys[i] = row.Key
+		if err != nil {
+			continue
+		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = p.put(ctx, row)
+			errs[i] = p.put(ctx, row, p.store.Stage)
+		})
+	}
+	for _, id := range order {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var failed error
+			for _, i := range groups[id] {
+				if failed != nil {
+					errs[i] = fmt.Errorf("row %d: %w: an earlier row of group %q failed", i, ErrNotStaged, id.group)
+					continue
+				}
+				if errs[i] == nil {
+					errs[i] = p.put(ctx, prepared[i], p.store.StageOrdered)
+				}
+				failed = errs[i]
+			}
 		})
 	}
 	wg.Wait()
 	return keys, errors.Join(errs...)
 }
 
-func (p *Producer) put(ctx context.Context, row outbox.Row) error {
-	err := p.store.Stage(ctx, row, p.now())
+func (p *Producer) put(ctx context.Context, row outbox.Row, stage func(context.Context, outbox.Row, time.Time) error) error {
+	err := stage(ctx, row, p.now())
 	var conflict *outbox.ConflictError
 	if !errors.As(err, &conflict) {
 		return err

@@ -52,6 +52,15 @@ var (
 	// item, with the room its delivery state needs, would pass DynamoDB's
 	// item size limit.
 	ErrItemTooLarge = dynamo.ErrItemTooLarge
+	// ErrOrderedRoute is returned by TransactItem for a row of an ordered
+	// route, which TransactItems stages.
+	ErrOrderedRoute = errors.New("ordered route")
+	// ErrNotStaged is returned by Put for a row of an ordered group that
+	// was not staged because an earlier row of its group failed.
+	ErrNotStaged = errors.New("not staged")
+	// ErrGroupRace is returned by Put when other producers kept staging
+	// into the same ordered group first, every time it tried.
+	ErrGroupRace = dynamo.ErrGroupRace
 )
 
 // MaxOwnAttributes is how many attributes a row may carry: SQS allows 10,

@@ -235,3 +235,20 @@ func (d *Sink) Calls() int64 { return d.calls.Load() }
 
 // Rows reports how many rows the sink received.
 func (d *Sink) Rows() int64 { return d.rows.Load() }
+
+// Link implements outbox.Store. Synthetic rows are unordered: a row is
+// found until it is settled.
+func (s *SynthStore) Link(_ context.Context, key string) (outbox.Link, error) {
+	s.call("Link")
+	i := index(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= s.n || s.isSettled(i) {
+		return outbox.Link{}, nil
+	}
+	st := outbox.StatusPending
+	if _, ok := s.claims[i]; ok {
+		st = outbox.StatusClaimed
+	}
+	return outbox.Link{Found: true, Status: st, Queue: s.queues[i%len(s.queues)]}, nil
+}

@@ -7,6 +7,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +61,10 @@ var Vars = []Var{
 		}
 		return err
 	}, ""},
+	{"OUTFLOW_ORDERED", "none", "FIFO routes whose rows go in staging order per message group, `route[=block|skip],...`: what a dead-lettered head does to its group, `block` (the default: the group waits for a redrive or purge) or `skip` (it moves on). `none` lists no route. Producers list the same routes.", func(c *Config, v string) (err error) {
+		c.Policy.Ordered, err = ParseOrdered(v)
+		return err
+	}, "Ordered"},
 	{"OUTFLOW_SHARDS", "4", "Due-index shards. May grow, never shrink; producers must use the same value.", intVar(func(c *Config) *int { return &c.Store.Shards }), "Shards"},
 	{"OUTFLOW_DONE_RETENTION", "0s", "Keep delivered rows as `done` this long (TTL); 0 deletes them.", durVar(func(c *Config) *time.Duration { return &c.Store.DoneRetention }), "DoneRetention"},
 	{"OUTFLOW_MAX_ATTEMPTS", "8", "Delivery attempts per row, counting lost claims, before it is dead-lettered.", intVar(func(c *Config) *int { return &c.Policy.MaxAttempts }), "MaxAttempts"},
@@ -149,6 +155,11 @@ func (c Config) validate() error {
 	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > dynamo.MaxMessageBytes {
 		errs = append(errs, fmt.Errorf("OUTFLOW_MAX_MESSAGE_BYTES=%d: must be in [1024, %d], what a DynamoDB item can carry", c.MaxMessageBytes, dynamo.MaxMessageBytes))
 	}
+	for _, route := range sortedRoutes(c.Policy.Ordered) {
+		if _, ok := c.Routes[route]; !ok {
+			errs = append(errs, fmt.Errorf("OUTFLOW_ORDERED: route %q is not in OUTFLOW_ROUTES", route))
+		}
+	}
 	switch {
 	case c.FunctionTimeout < 0:
 		errs = append(errs, fmt.Errorf("OUTFLOW_FUNCTION_TIMEOUT=%s: must not be negative", c.FunctionTimeout))
@@ -159,6 +170,37 @@ func (c Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ParseOrdered reads OUTFLOW_ORDERED: "none", or routes with an optional
+// dead-head policy, "route[=block|skip],...".
+func ParseOrdered(v string) (map[string]outbox.DeadHead, error) {
+	if strings.TrimSpace(v) == "none" {
+		return nil, nil
+	}
+	ordered := map[string]outbox.DeadHead{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		route, policy, hasPolicy := strings.Cut(part, "=")
+		route, dh := strings.TrimSpace(route), outbox.DeadHeadBlock
+		if hasPolicy {
+			dh = outbox.DeadHead(strings.TrimSpace(policy))
+		}
+		switch {
+		case !strings.HasSuffix(route, ".fifo"):
+			return nil, fmt.Errorf("route %q: only FIFO routes (names ending in .fifo) keep an order per group", route)
+		case !dh.Valid():
+			return nil, fmt.Errorf("route %q: dead-head policy %q must be block or skip", route, dh)
+		}
+		if _, dup := ordered[route]; dup {
+			return nil, fmt.Errorf("route %q: given twice", route)
+		}
+		ordered[route] = dh
+	}
+	return ordered, nil
 }
 
 func varFor(field string) string {
@@ -178,4 +220,8 @@ func unjoin(err error) []error {
 		return nil
 	}
 	return []error{err}
+}
+
+func sortedRoutes(m map[string]outbox.DeadHead) []string {
+	return slices.Sorted(maps.Keys(m))
 }

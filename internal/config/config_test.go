@@ -60,8 +60,11 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_MAX_MESSAGE_BYTES"] = "393216"
 	kv["OUTFLOW_FUNCTION_TIMEOUT"] = "1m"
 	kv["OUTFLOW_METRICS_NAMESPACE"] = "Mine"
+	kv["OUTFLOW_ROUTES"] += ",a.fifo=https://sqs.us-east-1.amazonaws.com/1/a.fifo,b.fifo=https://sqs.us-east-1.amazonaws.com/1/b.fifo"
+	kv["OUTFLOW_ORDERED"] = " a.fifo , b.fifo=skip "
 	c, err := config.Load(env(kv))
 	require.NoError(t, err)
+	require.Equal(t, map[string]outbox.DeadHead{"a.fifo": outbox.DeadHeadBlock, "b.fifo": outbox.DeadHeadSkip}, c.Policy.Ordered)
 	require.Equal(t, 16, c.Store.Shards)
 	require.Equal(t, 24*time.Hour, c.Store.DoneRetention)
 	p := c.Policy
@@ -108,6 +111,10 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 		{"OUTFLOW_FUNCTION_TIMEOUT", "-1s", "OUTFLOW_FUNCTION_TIMEOUT=-1s: must not be negative"},
 		{"OUTFLOW_FUNCTION_TIMEOUT", "5m", "OUTFLOW_FUNCTION_TIMEOUT=5m0s: lease (5m0s) must be longer than the invocation timeout (5m0s)"},
 		{"OUTFLOW_FUNCTION_TIMEOUT", "10s", "OUTFLOW_FUNCTION_TIMEOUT=10s: deadline margin (10s) must be shorter than the invocation timeout (10s)"},
+		{"OUTFLOW_ORDERED", "orders", `OUTFLOW_ORDERED="orders": route "orders": only FIFO routes`},
+		{"OUTFLOW_ORDERED", "a.fifo=later", `OUTFLOW_ORDERED="a.fifo=later": route "a.fifo": dead-head policy "later" must be block or skip`},
+		{"OUTFLOW_ORDERED", "a.fifo,a.fifo=skip", `route "a.fifo": given twice`},
+		{"OUTFLOW_ORDERED", "a.fifo", `OUTFLOW_ORDERED: route "a.fifo" is not in OUTFLOW_ROUTES`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -22,6 +22,8 @@ type item struct {
 	Attributes map[string]string `dynamodbav:"attributes,omitempty"`
 	Group      string            `dynamodbav:"group,omitempty"`
 	NotBefore  int64             `dynamodbav:"not_before,omitempty"`
+	Seq        int64             `dynamodbav:"seq,omitempty"`
+	Prev       string            `dynamodbav:"prev,omitempty"`
 	Status     string            `dynamodbav:"status"`
 	Attempt    int               `dynamodbav:"attempt"`
 	CreatedAt  int64             `dynamodbav:"created_at"`
@@ -63,7 +65,7 @@ func fromMs(v int64) time.Time {
 func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error) {
 	it := item{
 		Key: row.Key, Queue: row.Queue, Attributes: row.Attributes, Group: row.Group,
-		NotBefore: ms(row.NotBefore), Status: string(row.Status), Attempt: row.Attempt,
+		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
 		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil),
 		LastError: row.LastError, Errors: encodeErrors(row.Errors),
 	}
@@ -128,6 +130,8 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	row.Attributes = d.strMap(AttrAttributes)
 	row.Group = d.str(AttrGroup)
 	row.NotBefore = fromMs(d.num(AttrNotBefore))
+	row.Seq = d.num(AttrSeq)
+	row.Prev = d.str(AttrPrev)
 	row.CreatedAt = fromMs(d.num(AttrCreatedAt))
 	row.DueAt = fromMs(d.num(AttrDueAt))
 	row.Token = d.str(AttrToken)

@@ -35,6 +35,11 @@ const (
 	AttrLastError  = "last_error"
 	AttrExpiresAt  = "expires_at"
 	AttrRedrivenAt = "redriven_at"
+	// AttrSeq and AttrPrev order a row in its group: its place, from 1,
+	// and its predecessor's key. A group item holds AttrSeq and AttrTail.
+	AttrSeq  = "seq"
+	AttrPrev = "prev"
+	AttrTail = "tail"
 	// AttrErrorsUnreadable keeps an error history a quarantine found in a
 	// form it could not append to.
 	AttrErrorsUnreadable = "errors_unreadable"

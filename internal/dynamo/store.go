@@ -25,6 +25,7 @@ type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // Config says which table the store uses and how.
@@ -207,6 +208,9 @@ func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
 	if d, ok := av[AttrDueAt].(*types.AttributeValueMemberN); ok {
 		// Not fromMs: a due_at of 0 is 1970, not "no time".
 		ref.DueAt = time.UnixMilli(clampMs(d.Value))
+	}
+	if q, ok := av[AttrQueue].(*types.AttributeValueMemberS); ok {
+		ref.Queue = q.Value
 	}
 	if c, ok := av[AttrCreatedAt].(*types.AttributeValueMemberN); ok {
 		if ms, err := strconv.ParseInt(c.Value, 10, 64); err == nil {

@@ -51,3 +51,9 @@ func (t dynamoTimeout) Query(ctx context.Context, in *dynamodb.QueryInput, opts 
 	defer cancel()
 	return t.api.Query(ctx, in, opts...)
 }
+
+func (t dynamoTimeout) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.d)
+	defer cancel()
+	return t.api.TransactWriteItems(ctx, in, opts...)
+}

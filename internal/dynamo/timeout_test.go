@@ -40,6 +40,11 @@ func (hungDynamo) Query(ctx context.Context, _ *dynamodb.QueryInput, _ ...func(*
 	return nil, ctx.Err()
 }
 
+func (hungDynamo) TransactWriteItems(ctx context.Context, _ *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // Every call through WithCallTimeout ends at its timeout, however long the
 // caller's own context lasts.
 func TestWithCallTimeout_EndsEveryHungCall(t *testing.T) {
@@ -54,6 +59,7 @@ func TestWithCallTimeout_EndsEveryHungCall(t *testing.T) {
 		{"UpdateItem", func(ctx context.Context) error { _, err := api.UpdateItem(ctx, nil); return err }},
 		{"DeleteItem", func(ctx context.Context) error { _, err := api.DeleteItem(ctx, nil); return err }},
 		{"Query", func(ctx context.Context) error { _, err := api.Query(ctx, nil); return err }},
+		{"TransactWriteItems", func(ctx context.Context) error { _, err := api.TransactWriteItems(ctx, nil); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

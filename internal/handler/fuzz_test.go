@@ -29,12 +29,12 @@ func FuzzDueInserts(f *testing.F) {
 		if json.Unmarshal(data, &ev) != nil {
 			return
 		}
-		keys, ignored := handler.DueInserts(ev, time.UnixMilli(10))
-		if len(keys)+len(ignored) != len(ev.Records) {
-			t.Fatalf("%d records, %d keys, %d ignored", len(ev.Records), len(keys), len(ignored))
+		refs, ignored := handler.DueInserts(ev, time.UnixMilli(10))
+		if len(refs)+len(ignored) != len(ev.Records) {
+			t.Fatalf("%d records, %d refs, %d ignored", len(ev.Records), len(refs), len(ignored))
 		}
-		for _, k := range keys {
-			if k == "" {
+		for _, r := range refs {
+			if r.Key == "" {
 				t.Fatal("an empty key to deliver")
 			}
 		}

@@ -40,16 +40,16 @@ func (w *Wake) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyna
 			return events.DynamoDBEventResponse{}, nil
 		}
 	}
-	keys, ignored := DueInserts(ev, w.now())
+	refs, ignored := DueInserts(ev, w.now())
 	for _, ig := range ignored {
 		if ig.Reason != reasonNotDue {
 			w.rt.Log.InfoContext(ctx, "wake skipped a stream record", "event_id", ig.EventID, "reason", ig.Reason)
 		}
 	}
 	var res outbox.Result
-	if len(keys) > 0 {
+	if len(refs) > 0 {
 		var err error
-		res, err = w.rt.Engine.DeliverKeys(ctx, keys)
+		res, err = w.rt.Engine.DeliverRefs(ctx, refs)
 		if err != nil {
 			w.rt.Log.WarnContext(ctx, "wake stopped early; the sweep will deliver the rest", "error", err)
 		}
@@ -68,19 +68,31 @@ type Ignored struct {
 
 const reasonNotDue = "not due yet"
 
-// DueInserts returns the keys of rows a batch inserted as pending and due
-// by now, in order, and every other record with the reason it was left
-// alone. It never panics on unexpected records.
-func DueInserts(ev events.DynamoDBEvent, now time.Time) (keys []string, ignored []Ignored) {
+// DueInserts returns the rows a batch inserted as pending and due by now,
+// in order, and every other record with the reason it was left alone. Each
+// row carries its queue and, from the image, its predecessor in an ordered
+// group, so the engine need not read it. It never panics on unexpected
+// records.
+func DueInserts(ev events.DynamoDBEvent, now time.Time) (refs []outbox.DueRef, ignored []Ignored) {
 	for _, rec := range ev.Records {
 		key, reason := dueInsert(rec, now)
 		if reason != "" {
 			ignored = append(ignored, Ignored{EventID: rec.EventID, Reason: reason})
 			continue
 		}
-		keys = append(keys, key)
+		img := rec.Change.NewImage
+		ref := outbox.DueRef{Key: key}
+		ref.Queue, _ = stringAttr(img, dynamo.AttrQueue)
+		// A prev of another type leaves the row unlinked: the engine reads
+		// it, and the claim dead-letters the malformed row.
+		if _, has := img[dynamo.AttrPrev]; !has {
+			ref.Linked = true
+		} else if prev, ok := stringAttr(img, dynamo.AttrPrev); ok {
+			ref.Prev, ref.Linked = prev, true
+		}
+		refs = append(refs, ref)
 	}
-	return keys, ignored
+	return refs, ignored
 }
 
 func dueInsert(rec events.DynamoDBEventRecord, now time.Time) (key, reason string) {

@@ -36,13 +36,14 @@ func TestDueInserts_PicksPendingDueInsertsAndSaysWhyNotForTheRest(t *testing.T) 
 			var rec events.DynamoDBEventRecord
 			require.NoError(t, json.Unmarshal([]byte(tt.record), &rec))
 			rec.EventID = "id-1"
-			keys, ignored := handler.DueInserts(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}}, now)
+			refs, ignored := handler.DueInserts(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}}, now)
 			if tt.wantKey != "" {
-				require.Equal(t, []string{tt.wantKey}, keys)
+				require.Len(t, refs, 1)
+				require.Equal(t, tt.wantKey, refs[0].Key)
 				require.Empty(t, ignored)
 				return
 			}
-			require.Empty(t, keys)
+			require.Empty(t, refs)
 			require.Equal(t, []handler.Ignored{{EventID: "id-1", Reason: tt.wantReason}}, ignored)
 		})
 	}

@@ -60,6 +60,7 @@ func (e *Engine) Sweep(ctx context.Context) (Result, error) {
 	for {
 		before := r.t.claimed.Load()
 		r.pass(ctx, r.queryShards)
+		r.nextInGroups(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return r.finish("canceled"), ctx.Err()
@@ -73,25 +74,33 @@ func (e *Engine) Sweep(ctx context.Context) (Result, error) {
 	}
 }
 
-// DeliverKeys is the wake's targeted path: it claims, delivers and settles
+// DeliverKeys is DeliverRefs for rows known by key alone.
+func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error) {
+	refs := make([]DueRef, len(keys))
+	for i, k := range keys {
+		refs[i] = DueRef{Key: k}
+	}
+	return e.DeliverRefs(ctx, refs)
+}
+
+// DeliverRefs is the wake's targeted path: it claims, delivers and settles
 // exactly the named rows, ignoring the wake grace. Rows that are not due, or
 // that another worker holds, are counted as conflicts and left to the sweep.
-func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error) {
+// A row of an ordered group goes only as its group's head: behind a
+// predecessor in the same call it goes as soon as that one is delivered;
+// behind one elsewhere, it is left to the sweep.
+func (e *Engine) DeliverRefs(ctx context.Context, refs []DueRef) (Result, error) {
 	r := e.newRun(ctx, 0)
-	seen := make(map[string]bool, len(keys))
-	r.pass(ctx, func(ctx context.Context, out chan<- DueRef) {
-		for _, k := range keys {
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			select {
-			case out <- DueRef{Key: k}:
-			case <-ctx.Done():
-				return
-			}
+	seen := make(map[string]bool, len(refs))
+	var unique []DueRef
+	for _, ref := range refs {
+		if !seen[ref.Key] {
+			seen[ref.Key] = true
+			unique = append(unique, ref)
 		}
-	})
+	}
+	r.pass(ctx, emit(unique))
+	r.nextInGroups(ctx)
 	switch {
 	case ctx.Err() != nil:
 		return r.finish("canceled"), ctx.Err()
@@ -104,7 +113,7 @@ func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error)
 }
 
 func (e *Engine) newRun(ctx context.Context, grace time.Duration) *run {
-	r := &run{Engine: e, grace: grace, start: e.now()}
+	r := &run{Engine: e, grace: grace, start: e.now(), order: newOrder()}
 	r.oldest.Store(noDue)
 	if d, ok := ctx.Deadline(); ok {
 		r.stopAt = d.Add(-e.policy.DeadlineMargin)

@@ -41,6 +41,11 @@ type Policy struct {
 	// queue while claims are still arriving; a partial batch goes out at
 	// once when nothing more is on its way.
 	BatchLinger time.Duration
+	// Ordered names the routes whose rows are staged in order per FIFO
+	// group, with what a dead-lettered head does to its group. The engine
+	// reads a listed route's rows' predecessor before it claims them; rows
+	// of other routes that carry one are checked after the claim instead.
+	Ordered map[string]DeadHead
 }
 
 // Bounds on the policy that keep its arithmetic and the stored rows sound.
@@ -114,6 +119,9 @@ func (p Policy) Validate() error {
 	check(p.DeadlineMargin >= 0, "DeadlineMargin", p.DeadlineMargin, "must not be negative")
 	check(p.RowBudget >= 1, "RowBudget", p.RowBudget, "must be at least 1")
 	check(p.BatchLinger >= 0, "BatchLinger", p.BatchLinger, "must not be negative")
+	for route, dh := range p.Ordered {
+		check(dh.Valid(), "Ordered", route+"="+string(dh), `must be "block" or "skip"`)
+	}
 	check(p.BatchLinger >= 0 && (p.Lease-p.BatchLinger)/3 >= MinCallTimeout, "BatchLinger", p.BatchLinger,
 		fmt.Sprintf("must be at most the lease (%s) less %s: each AWS call gets (lease − linger) / 3, and needs at least %s", p.Lease, 3*MinCallTimeout, MinCallTimeout))
 	return errors.Join(errs...)

@@ -26,6 +26,14 @@ type Result struct {
 	// Conflicts are refused conditional writes: another worker had the
 	// row, or it had already moved on.
 	Conflicts int
+	// Waiting rows of ordered groups were due but left alone: their
+	// predecessor was not settled yet.
+	Waiting int
+	// BlockedGroups counts the ordered groups found held by a dead-lettered
+	// head under the block policy; OldestBlockedAge is how long the oldest
+	// of those heads had been dead when the run began.
+	BlockedGroups    int
+	OldestBlockedAge time.Duration
 	// Errors are store calls that failed outright; the rows involved are
 	// recovered by a later sweep once their lease expires.
 	Errors int
@@ -43,7 +51,7 @@ type Result struct {
 // tally is the concurrent counterpart of Result.
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
-	expired, skipped, conflicts, errors                 atomic.Int64
+	expired, skipped, conflicts, errors, waiting        atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -57,5 +65,6 @@ func (t *tally) result() Result {
 		Skipped:      int(t.skipped.Load()),
 		Conflicts:    int(t.conflicts.Load()),
 		Errors:       int(t.errors.Load()),
+		Waiting:      int(t.waiting.Load()),
 	}
 }

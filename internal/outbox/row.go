@@ -41,6 +41,12 @@ type Row struct {
 	Group string
 	// NotBefore delays the first delivery; zero means deliver now.
 	NotBefore time.Time
+	// Seq is the row's place in its ordered group, from 1; 0 for a row
+	// staged without order.
+	Seq int64
+	// Prev is the key of the row staged just before it in its ordered
+	// group; empty for the group's first row and for unordered rows.
+	Prev string
 
 	Status Status
 	// Attempt counts delivery attempts that were claimed, including claims
@@ -135,6 +141,14 @@ type DueRef struct {
 	Shard     int
 	DueAt     time.Time
 	CreatedAt time.Time
+	// Queue is the row's route, read from the index so the engine knows,
+	// before any claim, whether the row is on an ordered route.
+	Queue string
+	// Prev is the key of the row's predecessor in its ordered group. A
+	// DueRef whose Linked is set knows it (empty: the row has none);
+	// otherwise the engine reads it when the route is ordered.
+	Prev   string
+	Linked bool
 	// Cursor, when set on the last entry of a page, is the store's own
 	// position after it (DynamoDB's LastEvaluatedKey as returned), for the
 	// next QueryDue to resume exactly there. Opaque to the engine.

@@ -32,6 +32,8 @@ type run struct {
 	// querying counts due-index queries in flight, so the batcher knows
 	// more rows may be coming.
 	querying atomic.Int64
+	// order tracks the ordered groups this run touches.
+	order *order
 }
 
 func (r *run) pastDeadline() bool {
@@ -44,6 +46,10 @@ func (r *run) finish(stopped string) Result {
 	res := r.t.result()
 	if o := r.oldest.Load(); o != noDue {
 		res.OldestDueAge = ageSince(r.start, o)
+	}
+	res.BlockedGroups = len(r.order.blocked)
+	if !r.order.oldestBlocked.IsZero() {
+		res.OldestBlockedAge = max(0, r.start.Sub(r.order.oldestBlocked))
 	}
 	res.Duration = r.now().Sub(r.start)
 	res.Stopped = stopped
@@ -185,6 +191,19 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 		r.t.skipped.Add(1)
 		return
 	}
+	_, listed := r.headPolicy(ref.Queue)
+	checked := false
+	if listed || ref.Prev != "" {
+		switch r.headCheck(ctx, &ref) {
+		case gateGo:
+			checked = true
+		case gateWait:
+			r.t.waiting.Add(1)
+			return
+		case gateParked, gateBlocked, gateError:
+			return
+		}
+	}
 	if r.budget.Add(-1) < 0 {
 		return
 	}
@@ -206,8 +225,14 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 		return
 	}
 	r.t.claimed.Add(1)
+	if row.Seq > 0 {
+		r.order.hold(row.Key)
+	}
 	if row.Malformed != "" {
 		r.settle(ctx, row, Permanent(fmt.Errorf("%w: %s", errMalformed, row.Malformed)))
+		return
+	}
+	if row.Prev != "" && !checked && !r.headAfterClaim(ctx, row) {
 		return
 	}
 	select {
@@ -325,6 +350,7 @@ func (r *run) send(ctx context.Context, rows []Row) {
 	if r.pastDeadline() {
 		r.each(rows, func(_ int, row Row) {
 			r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
+			r.settledFor(row, false)
 		})
 		return
 	}
@@ -357,15 +383,19 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	switch {
 	case sendErr == nil:
 		r.t.delivered.Add(1)
-		r.count(ctx, "done", row.Key, r.store.Done(ctx, row, now), nil)
+		err := r.store.Done(ctx, row, now)
+		r.count(ctx, "done", row.Key, err, nil)
+		r.settledFor(row, err == nil)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "error", sendErr)
 		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
+		r.settledFor(row, (err == nil || errors.Is(err, ErrDeadLettered)) && r.deadSettles(row))
 	default:
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
 		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
+		r.settledFor(row, false)
 	}
 }

@@ -37,6 +37,9 @@ type Store interface {
 	// Quarantine dead-letters an item in the due index that is not a
 	// readable row, so it stops being queried. It must not touch valid rows.
 	Quarantine(ctx context.Context, key string, now time.Time, reason string) error
+	// Link reads what the ordered-group head check needs of one row, with
+	// a strongly consistent read; a missing row is a Link with Found unset.
+	Link(ctx context.Context, key string) (Link, error)
 }
 
 // ErrDeadLettered is wrapped by the error of a store that could not make

@@ -1,0 +1,180 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// An ordered group (queue, group) is a chain: each row names its
+// predecessor (prev) and its place (seq), and one group item holds the
+// chain's tail. Staging appends to the chain in one transaction with the
+// tail as its condition, so DynamoDB serialises the producers of a group
+// and the chain has no gaps and no forks, whatever their clocks say.
+
+// GroupKey is the key of an ordered group's item. It starts with "group "
+// and holds spaces, which a row key never does, so it never names a row.
+func GroupKey(queue, group string) string { return "group " + queue + " " + group }
+
+// Tail is the last row staged in an ordered group: none (Seq 0) before the
+// first.
+type Tail struct {
+	Key string
+	Seq int64
+}
+
+// GroupTail reads an ordered group's tail with a strongly consistent read.
+func (s *Store) GroupTail(ctx context.Context, queue, group string) (Tail, error) {
+	key := GroupKey(queue, group)
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Tail{}, fmt.Errorf("read tail of %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return Tail{}, nil
+	}
+	tail, ok := out.Item[AttrTail].(*types.AttributeValueMemberS)
+	var n int64
+	if seq, isNum := out.Item[AttrSeq].(*types.AttributeValueMemberN); isNum {
+		n, err = strconv.ParseInt(seq.Value, 10, 64)
+	}
+	if !ok || err != nil || n < 1 {
+		return Tail{}, fmt.Errorf("%w: group item %q needs a string %s and a positive whole %s", ErrMalformed, key, AttrTail, AttrSeq)
+	}
+	return Tail{Key: tail.Value, Seq: n}, nil
+}
+
+// StageOrderedItems is the transaction that stages row as the successor
+// of tail: the row's conditional put (index 0) and the group item's update
+// (index 1), which fails if another row was staged in the group since
+// tail was read. Both return the item as it was when their condition
+// fails.
+func (s *Store) StageOrderedItems(row outbox.Row, now time.Time, tail Tail) ([]types.TransactWriteItem, error) {
+	if row.Group == "" {
+		return nil, fmt.Errorf("ordered row %s: %w", row.Key, errNoGroup)
+	}
+	row.Seq, row.Prev = tail.Seq+1, tail.Key
+	in, err := s.StageInput(row, now)
+	if err != nil {
+		return nil, err
+	}
+	cond := expression.AttributeNotExists(expression.Name(AttrKey))
+	if tail.Seq > 0 {
+		cond = expression.Name(AttrSeq).Equal(expression.Value(tail.Seq))
+	}
+	upd := expression.Set(expression.Name(AttrTail), expression.Value(row.Key)).
+		Set(expression.Name(AttrSeq), expression.Value(row.Seq))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build group update: %w", err)
+	}
+	return []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName: in.TableName, Item: in.Item,
+			ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Update: &types.Update{
+			TableName: in.TableName, Key: keyOf(GroupKey(row.Queue, row.Group)),
+			ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+			ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+	}, nil
+}
+
+var errNoGroup = errors.New("an ordered row needs a message group")
+
+// ErrGroupRace is returned when other producers kept staging into the
+// same ordered group between each read of its tail and the write, more
+// times than StageOrdered tries.
+var ErrGroupRace = errors.New("other producers kept staging into the ordered group first")
+
+// groupTries bounds StageOrdered's tries against racing producers.
+const groupTries = 20
+
+// StageOrdered stages row at the end of its ordered group: it reads the
+// tail, then writes the row and the new tail in one transaction. When
+// another producer wins the race it reads the tail again and retries. A
+// key already staged gives a *outbox.ConflictError holding the row.
+func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time) error {
+	for try := range groupTries {
+		tail, err := s.GroupTail(ctx, row.Queue, row.Group)
+		if err != nil {
+			return err
+		}
+		items, err := s.StageOrderedItems(row, now, tail)
+		if err != nil {
+			return err
+		}
+		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return nil
+		}
+		var canceled *types.TransactionCanceledException
+		if !errors.As(err, &canceled) {
+			return fmt.Errorf("stage %s: %w", row.Key, err)
+		}
+		reasons := canceled.CancellationReasons
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			conflict := &outbox.ConflictError{Key: row.Key, Op: "stage"}
+			if cur, derr := Decode(reasons[0].Item); derr == nil || cur.Key != "" {
+				conflict.Current = &cur
+			}
+			return conflict
+		}
+		// The group item moved (another producer staged first) or another
+		// transaction held it: read the tail again, after a short pause
+		// that spreads racing producers apart.
+		if try < groupTries-1 {
+			select {
+			case <-time.After(time.Duration(1+rand.IntN(10<<min(try, 4))) * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return fmt.Errorf("stage %s in group %q of %s: %w", row.Key, row.Group, row.Queue, ErrGroupRace)
+}
+
+// Link implements outbox.Store: one strongly consistent read of the
+// fields the head check needs. A field of the wrong type reads as absent;
+// an unknown status counts as a dead head.
+func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
+	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt}
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#k, #s, #q, #p, #f"), ExpressionAttributeNames: names,
+	})
+	if err != nil {
+		return outbox.Link{}, fmt.Errorf("link %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return outbox.Link{}, nil
+	}
+	str := func(name string) string {
+		if v, ok := out.Item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue), Prev: str(AttrPrev)}
+	if v, ok := out.Item[AttrFailedAt].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			l.FailedAt = fromMs(n)
+		}
+	}
+	return l, nil
+}

@@ -1,0 +1,271 @@
+package outbox
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// DeadHead says what an ordered group does when its head is dead-lettered.
+type DeadHead string
+
+// The two dead-head policies.
+const (
+	// DeadHeadBlock holds the group until an operator redrives the dead
+	// head (it goes again, first) or purges it (the group moves on). It is
+	// the default: a consumer of an ordered group never sees a gap it
+	// cannot detect, and the blocked-group alarm says a person is needed.
+	DeadHeadBlock DeadHead = "block"
+	// DeadHeadSkip keeps the dead letter and lets the group move on: the
+	// consumer sees the group with that row missing.
+	DeadHeadSkip DeadHead = "skip"
+)
+
+// Valid reports whether d is one of the two policies.
+func (d DeadHead) Valid() bool { return d == DeadHeadBlock || d == DeadHeadSkip }
+
+// Link is what the head check reads of one row, with a strongly
+// consistent read: whether it exists, its state and its predecessor.
+type Link struct {
+	Found    bool
+	Status   Status
+	Queue    string
+	Prev     string
+	FailedAt time.Time
+}
+
+// gate is what the head check decided for one row.
+type gate int
+
+const (
+	gateGo      gate = iota // the predecessor is settled: claim
+	gateWait                // the predecessor is unsettled: leave the row
+	gateParked              // this run holds the predecessor: parked behind it
+	gateBlocked             // the predecessor is a dead letter and the route blocks
+	gateError               // the check failed: leave the row
+)
+
+// order is one run's view of ordered groups: which predecessors it holds
+// and has settled, and which rows wait behind them, so a group's next row
+// goes in the next round of the same run, without a query or a read.
+type order struct {
+	mu sync.Mutex
+	// mine holds the keys this run claimed and has not yet settled.
+	mine map[string]bool
+	// parked holds, per key in mine, the rows waiting behind it.
+	parked map[string][]DueRef
+	// settled holds keys this run settled so their successors may go.
+	settled map[string]bool
+	// ready holds parked rows whose predecessor settled, for the next round.
+	ready []DueRef
+	// oldestBlocked is the earliest failure time of a blocking dead head
+	// seen, zero if none; blocked counts them.
+	oldestBlocked time.Time
+	blocked       map[string]bool
+}
+
+func newOrder() *order {
+	return &order{mine: map[string]bool{}, parked: map[string][]DueRef{}, settled: map[string]bool{}, blocked: map[string]bool{}}
+}
+
+// hold records that this run claimed key.
+func (o *order) hold(key string) {
+	o.mu.Lock()
+	o.mine[key] = true
+	o.mu.Unlock()
+}
+
+// park puts ref behind its predecessor if this run holds it, or reports
+// whether this run already settled the predecessor. Both are decided under
+// one lock with settle, so a row is never parked behind a settled row.
+func (o *order) park(ref DueRef) (parked, settled bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.settled[ref.Prev] {
+		return false, true
+	}
+	if o.mine[ref.Prev] {
+		o.parked[ref.Prev] = append(o.parked[ref.Prev], ref)
+		return true, false
+	}
+	return false, false
+}
+
+// release ends this run's hold on key. When the row is settled for its
+// group (done, or dead under skip) its parked rows are ready for the next
+// round; otherwise they are dropped, for a later sweep to find, and
+// release returns how many.
+func (o *order) release(key string, settled bool) (dropped int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.mine[key] {
+		return 0
+	}
+	delete(o.mine, key)
+	if settled {
+		o.settled[key] = true
+		o.ready = append(o.ready, o.parked[key]...)
+	} else {
+		dropped = len(o.parked[key])
+	}
+	delete(o.parked, key)
+	return dropped
+}
+
+// takeReady returns and clears the rows ready for the next round.
+func (o *order) takeReady() []DueRef {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.ready
+	o.ready = nil
+	return r
+}
+
+// noteBlocked records a blocking dead head.
+func (o *order) noteBlocked(key string, failedAt time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.blocked[key] = true
+	if !failedAt.IsZero() && (o.oldestBlocked.IsZero() || failedAt.Before(o.oldestBlocked)) {
+		o.oldestBlocked = failedAt
+	}
+}
+
+// headPolicy is the dead-head policy of a route, and whether the route is
+// listed as ordered. An unlisted route's rows that carry a predecessor
+// (a producer ordered them) are held to the default, block.
+func (e *Engine) headPolicy(queue string) (DeadHead, bool) {
+	dh, ok := e.policy.Ordered[queue]
+	if !ok {
+		return DeadHeadBlock, false
+	}
+	return dh, true
+}
+
+// settles reports whether a row's predecessor in the state l lets the row
+// go: gone (delivered), done, or a dead letter under skip.
+func (e *Engine) settles(l Link, queue string) gate {
+	if !l.Found {
+		return gateGo
+	}
+	switch l.Status {
+	case StatusDone:
+		return gateGo
+	case StatusPending, StatusClaimed:
+		return gateWait
+	}
+	// Failed, or a state no writer of Outflow's leaves: the row cannot go
+	// on, so it is a dead head.
+	if dh, _ := e.headPolicy(queue); dh == DeadHeadSkip {
+		return gateGo
+	}
+	return gateBlocked
+}
+
+// headCheck decides whether ref, a row of an ordered route, may be
+// claimed. It learns the row's predecessor if the ref does not carry it,
+// parks the row behind a predecessor this run holds, and otherwise reads
+// the predecessor's state with a strongly consistent read. known reports
+func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
+	if !ref.Linked {
+		l, err := r.store.Link(ctx, ref.Key)
+		if err != nil {
+			return r.linkFailed(ctx, ref.Key, err)
+		}
+		if !l.Found {
+			return gateWait // gone since the query: nothing to claim
+		}
+		ref.Prev, ref.Linked = l.Prev, true
+	}
+	if ref.Prev == "" {
+		return gateGo
+	}
+	if parked, settled := r.order.park(*ref); parked {
+		return gateParked
+	} else if settled {
+		return gateGo
+	}
+	return r.prevGate(ctx, ref.Prev, ref.Queue)
+}
+
+// prevGate reads the predecessor prev of a row of queue and says whether
+// the row may go.
+func (r *run) prevGate(ctx context.Context, prev, queue string) gate {
+	l, err := r.store.Link(ctx, prev)
+	if err != nil {
+		return r.linkFailed(ctx, prev, err)
+	}
+	g := r.settles(l, queue)
+	if g == gateBlocked {
+		r.order.noteBlocked(prev, l.FailedAt)
+	}
+	return g
+}
+
+// headAfterClaim checks a claimed row whose predecessor only the claim
+// revealed: a producer ordered it, but its route is not listed as ordered.
+// Order still holds, at the price of the claim: if the predecessor is not
+// settled, the claim is released unsent and the row waits.
+func (r *run) headAfterClaim(ctx context.Context, row Row) bool {
+	g := r.prevGate(ctx, row.Prev, row.Queue)
+	if g == gateGo {
+		return true
+	}
+	r.log.WarnContext(ctx, "row has a predecessor but its route is not listed as ordered: each check costs a claim; list the route in OUTFLOW_ORDERED",
+		"key", row.Key, "queue", row.Queue)
+	if g == gateWait {
+		r.t.waiting.Add(1)
+	}
+	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), nil)
+	r.settledFor(row, false)
+	return false
+}
+
+// settledFor ends the run's hold on a row after its settle: ok when the
+// row no longer holds its group (delivered, or dead under skip).
+func (r *run) settledFor(row Row, ok bool) {
+	r.t.waiting.Add(int64(r.order.release(row.Key, ok)))
+}
+
+// deadSettles reports whether a dead letter of this row lets its group go.
+func (r *run) deadSettles(row Row) bool {
+	dh, _ := r.headPolicy(row.Queue)
+	return dh == DeadHeadSkip
+}
+
+// nextInGroups runs further rounds for the rows parked behind rows this
+// run delivered, until none are ready or the run must stop.
+func (r *run) nextInGroups(ctx context.Context) {
+	for {
+		refs := r.order.takeReady()
+		if len(refs) == 0 {
+			return
+		}
+		if ctx.Err() != nil || r.budgetSpent() || r.pastDeadline() {
+			r.t.waiting.Add(int64(len(refs)))
+			return
+		}
+		r.pass(ctx, emit(refs))
+	}
+}
+
+// emit is a pass source that hands on refs, in order.
+func emit(refs []DueRef) func(context.Context, chan<- DueRef) {
+	return func(ctx context.Context, out chan<- DueRef) {
+		for _, ref := range refs {
+			select {
+			case out <- ref:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (r *run) linkFailed(ctx context.Context, key string, err error) gate {
+	if ctx.Err() == nil {
+		r.t.errors.Add(1)
+		r.log.WarnContext(ctx, "ordered-group check failed", "key", key, "error", err)
+	}
+	return gateError
+}
