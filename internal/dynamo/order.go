@@ -129,8 +129,16 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 		}
 		reasons := canceled.CancellationReasons
 		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			// The key is staged already. The reason may carry the item;
+			// if not, read it, so an identical row reads as staged.
 			conflict := &outbox.ConflictError{Key: row.Key, Op: "stage"}
-			if cur, derr := Decode(reasons[0].Item); derr == nil || cur.Key != "" {
+			item := reasons[0].Item
+			if len(item) == 0 {
+				if out, gerr := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: keyOf(row.Key), ConsistentRead: aws.Bool(true)}); gerr == nil {
+					item = out.Item
+				}
+			}
+			if cur, derr := Decode(item); len(item) > 0 && (derr == nil || cur.Key != "") {
 				conflict.Current = &cur
 			}
 			return conflict

@@ -99,7 +99,7 @@ func (e *Engine) DeliverRefs(ctx context.Context, refs []DueRef) (Result, error)
 			unique = append(unique, ref)
 		}
 	}
-	r.pass(ctx, emit(unique))
+	r.pass(ctx, r.emit(unique))
 	r.nextInGroups(ctx)
 	switch {
 	case ctx.Err() != nil:

@@ -50,7 +50,7 @@ const (
 // goes in the next round of the same run, without a query or a read.
 type order struct {
 	mu sync.Mutex
-	// mine holds the keys this run claimed and has not yet settled.
+	// mine holds the keys this run has in hand and has not yet settled.
 	mine map[string]bool
 	// parked holds, per key in mine, the rows waiting behind it.
 	parked map[string][]DueRef
@@ -68,7 +68,8 @@ func newOrder() *order {
 	return &order{mine: map[string]bool{}, parked: map[string][]DueRef{}, settled: map[string]bool{}, blocked: map[string]bool{}}
 }
 
-// hold records that this run claimed key.
+// hold records that this run has key in hand: its source gave it, and
+// until it is settled or let go, rows behind it may park behind it.
 func (o *order) hold(key string) {
 	o.mu.Lock()
 	o.mine[key] = true
@@ -92,9 +93,9 @@ func (o *order) park(ref DueRef) (parked, settled bool) {
 }
 
 // release ends this run's hold on key. When the row is settled for its
-// group (done, or dead under skip) its parked rows are ready for the next
-// round; otherwise they are dropped, for a later sweep to find, and
-// release returns how many.
+// group (done, or dead under skip) the rows parked behind it are ready for
+// the next round. Otherwise they, and the rows parked behind them, are
+// dropped, for a later sweep to find; release returns how many.
 func (o *order) release(key string, settled bool) (dropped int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -102,13 +103,20 @@ func (o *order) release(key string, settled bool) (dropped int) {
 		return 0
 	}
 	delete(o.mine, key)
+	behind := o.parked[key]
+	delete(o.parked, key)
 	if settled {
 		o.settled[key] = true
-		o.ready = append(o.ready, o.parked[key]...)
-	} else {
-		dropped = len(o.parked[key])
+		o.ready = append(o.ready, behind...)
+		return 0
 	}
-	delete(o.parked, key)
+	for len(behind) > 0 {
+		ref := behind[0]
+		behind = append(behind[1:], o.parked[ref.Key]...)
+		delete(o.parked, ref.Key)
+		delete(o.mine, ref.Key)
+		dropped++
+	}
 	return dropped
 }
 
@@ -245,13 +253,17 @@ func (r *run) nextInGroups(ctx context.Context) {
 			r.t.waiting.Add(int64(len(refs)))
 			return
 		}
-		r.pass(ctx, emit(refs))
+		r.pass(ctx, r.emit(refs))
 	}
 }
 
-// emit is a pass source that hands on refs, in order.
-func emit(refs []DueRef) func(context.Context, chan<- DueRef) {
+// emit is a pass source that hands on refs, in order, holding them all
+// first, so a row behind another of them parks rather than waits.
+func (r *run) emit(refs []DueRef) func(context.Context, chan<- DueRef) {
 	return func(ctx context.Context, out chan<- DueRef) {
+		for _, ref := range refs {
+			r.order.hold(ref.Key)
+		}
 		for _, ref := range refs {
 			select {
 			case out <- ref:

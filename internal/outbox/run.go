@@ -139,6 +139,7 @@ func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan
 	}
 	r.noteDue(refs[0].DueAt)
 	for _, ref := range refs {
+		r.order.hold(ref.Key)
 		select {
 		case out <- ref:
 		case <-ctx.Done():
@@ -177,19 +178,30 @@ func ageSince(start time.Time, dueMs int64) time.Duration {
 	return max(0, time.Duration(startMs-dueMs)*time.Millisecond)
 }
 
-// claim takes one row and hands it on, or records why it could not.
+// claim takes one row and hands it on, or records why it could not. The
+// run holds the row for its ordered group from the moment its source gave
+// it; unless it is handed on, settled or parked, the hold ends here and
+// the rows parked behind it go back to waiting.
 func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
+	if !r.claimOne(ctx, ref, out) {
+		r.t.waiting.Add(int64(r.order.release(ref.Key, false)))
+	}
+}
+
+// claimOne is claim; it reports whether the row was handed on, settled or
+// parked.
+func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	if ctx.Err() != nil || r.pastDeadline() {
-		return
+		return false
 	}
 	now := r.now()
 	if until, ok := r.held.Load(ref.Key); ok && now.Before(until.(time.Time)) {
-		return
+		return false
 	}
 	if r.youngForWake(ref, now) {
 		r.held.Store(ref.Key, ref.CreatedAt.Add(r.grace))
 		r.t.skipped.Add(1)
-		return
+		return false
 	}
 	_, listed := r.headPolicy(ref.Queue)
 	checked := false
@@ -197,49 +209,52 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 		switch r.headCheck(ctx, &ref) {
 		case gateGo:
 			checked = true
+		case gateParked:
+			return true
 		case gateWait:
 			r.t.waiting.Add(1)
-			return
-		case gateParked, gateBlocked, gateError:
-			return
+			return false
+		case gateBlocked, gateError:
+			return false
 		}
 	}
 	if r.budget.Add(-1) < 0 {
-		return
+		return false
 	}
 	row, err := r.store.Claim(ctx, ref.Key, now, r.policy.Lease, r.policy.MaxAttempts)
 	var conflict *ConflictError
 	switch {
 	case errors.As(err, &conflict):
 		r.onClaimConflict(ctx, conflict, now)
-		return
+		return false
 	case errors.Is(err, ErrDeadLettered):
 		r.t.deadLettered.Add(1)
 		r.log.WarnContext(ctx, "row dead-lettered at claim", "key", ref.Key, "error", err)
-		return
+		return false
 	case err != nil:
 		if ctx.Err() == nil {
 			r.t.errors.Add(1)
 			r.log.WarnContext(ctx, "claim failed", "key", ref.Key, "error", err)
 		}
-		return
+		return false
 	}
 	r.t.claimed.Add(1)
-	if row.Seq > 0 {
-		r.order.hold(row.Key)
-	}
 	if row.Malformed != "" {
 		r.settle(ctx, row, Permanent(fmt.Errorf("%w: %s", errMalformed, row.Malformed)))
-		return
+		return true
 	}
 	if row.Prev != "" && !checked && !r.headAfterClaim(ctx, row) {
-		return
+		return true
 	}
 	select {
 	case out <- row:
+		return true
 	case <-ctx.Done():
+		return false
 	}
 }
+
+
 
 // youngForWake reports whether the wake should have this row: it was due
 // when inserted and is younger than the grace. Retried, released, delayed

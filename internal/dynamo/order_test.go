@@ -1,0 +1,146 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+func orderedRow(key, group string) outbox.Row {
+	return outbox.Row{Key: key, Queue: "events.fifo", Group: group, Payload: []byte(`{}`)}
+}
+
+// chain reads a group's rows back from its tail and returns their keys in
+// staging order, checking each seq is one more than its predecessor's.
+func chain(t *testing.T, s *dynamo.Store, group string) []string {
+	t.Helper()
+	tail, err := s.GroupTail(context.Background(), "events.fifo", group)
+	require.NoError(t, err)
+	var keys []string
+	for key, seq := tail.Key, tail.Seq; key != ""; seq-- {
+		row, err := s.Get(context.Background(), key)
+		require.NoError(t, err)
+		require.NotNil(t, row, "row %s of the chain exists", key)
+		require.Equal(t, seq, row.Seq, "row %s", key)
+		keys = append([]string{key}, keys...)
+		key = row.Prev
+	}
+	require.Len(t, keys, int(tail.Seq), "the chain from the tail reaches seq 1 with no gap")
+	return keys
+}
+
+func TestStageOrdered_ConcurrentProducersChainAGroupWithoutGapsOrForks(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	const producers, each = 4, 6
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				require.NoError(t, s.StageOrdered(context.Background(), orderedRow(fmt.Sprintf("p%d-%d", p, i), "g"), t0))
+			}
+		})
+	}
+	wg.Wait()
+	keys := chain(t, s, "g")
+	require.Len(t, keys, producers*each)
+	// Each producer's own rows keep the order it staged them in.
+	last := map[byte]byte{}
+	for _, k := range keys {
+		if prev, ok := last[k[1]]; ok {
+			require.Greater(t, k[3], prev, "producer %c's rows in its order: %v", k[1], keys)
+		}
+		last[k[1]] = k[3]
+	}
+}
+
+func TestStageOrdered_StagingAKeyAgainIsAConflictAndLeavesTheGroupAlone(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	require.NoError(t, s.StageOrdered(context.Background(), orderedRow("a", "g"), t0))
+	err := s.StageOrdered(context.Background(), orderedRow("a", "g"), t0)
+	var conflict *outbox.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.NotNil(t, conflict.Current)
+	require.Equal(t, int64(1), conflict.Current.Seq)
+	require.Equal(t, []string{"a"}, chain(t, s, "g"))
+}
+
+func TestStageOrderedItems_ALostRaceCancelsTheWholeTransaction(t *testing.T) {
+	t.Parallel()
+	db := awstest.DynamoDB(t)
+	s, err := dynamo.New(db, dynamo.Config{Table: awstest.NewTable(t), Shards: 4})
+	require.NoError(t, err)
+	ctx := context.Background()
+	tail, err := s.GroupTail(ctx, "events.fifo", "g")
+	require.NoError(t, err)
+	first, err := s.StageOrderedItems(orderedRow("first", "g"), t0, tail)
+	require.NoError(t, err)
+	second, err := s.StageOrderedItems(orderedRow("second", "g"), t0, tail) // read the same tail
+	require.NoError(t, err)
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: first})
+	require.NoError(t, err)
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: second})
+	var canceled *types.TransactionCanceledException
+	require.True(t, errors.As(err, &canceled), "want a canceled transaction, got %v", err)
+	row, err := s.Get(ctx, "second")
+	require.NoError(t, err)
+	require.Nil(t, row, "the loser staged nothing")
+	require.Equal(t, []string{"first"}, chain(t, s, "g"))
+}
+
+func TestStageOrdered_RefusesARowWithoutAGroup(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	require.ErrorContains(t, s.StageOrdered(context.Background(), orderedRow("a", ""), t0), "needs a message group")
+}
+
+func TestGroupTail_RefusesAMalformedGroupItem(t *testing.T) {
+	t.Parallel()
+	db := awstest.DynamoDB(t)
+	s, err := dynamo.New(db, dynamo.Config{Table: awstest.NewTable(t), Shards: 4})
+	require.NoError(t, err)
+	_, err = db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: dynamo.GroupKey("events.fifo", "g")}, "tail": &types.AttributeValueMemberS{Value: "x"},
+		"seq": &types.AttributeValueMemberS{Value: "1"},
+	}})
+	require.NoError(t, err)
+	_, err = s.GroupTail(context.Background(), "events.fifo", "g")
+	require.ErrorIs(t, err, dynamo.ErrMalformed)
+	require.ErrorIs(t, s.StageOrdered(context.Background(), orderedRow("a", "g"), t0), dynamo.ErrMalformed)
+}
+
+func TestLink_ReadsStatusPredecessorAndFailureTime(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	ctx := context.Background()
+	require.NoError(t, s.StageOrdered(ctx, orderedRow("a", "g"), t0))
+	require.NoError(t, s.StageOrdered(ctx, orderedRow("b", "g"), t0))
+	row := claim(t, s, "a", t0)
+	require.NoError(t, s.DeadLetter(ctx, row, t0, []outbox.AttemptError{{At: t0, Attempt: 1, Message: "no"}}))
+
+	tests := []struct {
+		key  string
+		want outbox.Link
+	}{
+		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: "events.fifo", FailedAt: t0}},
+		{"b", outbox.Link{Found: true, Status: outbox.StatusPending, Queue: "events.fifo", Prev: "a"}},
+		{"nothing", outbox.Link{}},
+	}
+	for _, tt := range tests {
+		got, err := s.Link(ctx, tt.key)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, got, tt.key)
+	}
+}

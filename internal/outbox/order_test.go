@@ -1,0 +1,298 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// sendLog records every row handed to the deliverer, in order, and fails
+// the rows fail picks, without sending them.
+type sendLog struct {
+	next  outbox.Deliverer
+	fail  func(outbox.Row) error
+	mu    sync.Mutex
+	order []outbox.Row
+	calls [][]outbox.Row
+}
+
+func (s *sendLog) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
+	s.mu.Lock()
+	s.calls = append(s.calls, slices.Clone(rows))
+	s.mu.Unlock()
+	errs := make([]error, len(rows))
+	var pass []outbox.Row
+	var idx []int
+	for i, r := range rows {
+		if s.fail != nil {
+			if err := s.fail(r); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
+		pass, idx = append(pass, r), append(idx, i)
+	}
+	if len(pass) > 0 {
+		for j, err := range s.next.Deliver(ctx, queue, pass) {
+			errs[idx[j]] = err
+			if err == nil {
+				s.mu.Lock()
+				s.order = append(s.order, pass[j])
+				s.mu.Unlock()
+			}
+		}
+	}
+	return errs
+}
+
+// accepted returns, per group, the keys SQS accepted, in order.
+func (s *sendLog) accepted() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]string{}
+	for _, r := range s.order {
+		out[r.Group] = append(out[r.Group], r.Key)
+	}
+	return out
+}
+
+// oneInFlight fails the test if any send carried two rows of one group.
+func (s *sendLog) oneInFlight(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, call := range s.calls {
+		seen := map[string]bool{}
+		for _, r := range call {
+			if r.Seq > 0 {
+				require.False(t, seen[r.Group], "two rows of group %s in one send: %v", r.Group, call)
+				seen[r.Group] = true
+			}
+		}
+	}
+}
+
+// stageGroups stages n rows in each ordered group, interleaving the groups,
+// and returns each group's keys in staging order.
+func (h *harness) stageGroups(t *testing.T, queue string, groups []string, n int) map[string][]string {
+	t.Helper()
+	keys := map[string][]string{}
+	for i := range n {
+		for _, g := range groups {
+			key := fmt.Sprintf("%s-%s-%02d", queue, g, i)
+			row := outbox.Row{Key: key, Queue: queue, Group: g, Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)}
+			require.NoError(t, h.store.StageOrdered(context.Background(), row, h.clock.Now()))
+			keys[g] = append(keys[g], key)
+		}
+	}
+	return keys
+}
+
+func orderedPolicy(dh outbox.DeadHead) outbox.Policy {
+	p := testPolicy()
+	p.Ordered = map[string]outbox.DeadHead{"events.fifo": dh}
+	return p
+}
+
+var errTransient = errors.New("injected: try again")
+
+func TestOrdered_OneSweepDeliversEveryGroupInStagingOrderOneRowInFlight(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		policy outbox.Policy
+	}{
+		{"listed route", orderedPolicy(outbox.DeadHeadBlock)},
+		// A producer ordered the rows, but the dispatcher was not told:
+		// each row is checked after its claim, and order still holds.
+		{"unlisted route", testPolicy()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			want := h.stageGroups(t, "events.fifo", []string{"a", "b", "c"}, 6)
+			h.stage(t, rowsFor("orders", 5, "")...)
+			log := &sendLog{next: h.sqs}
+			e := h.engine(t, tt.policy, log)
+			var res outbox.Result
+			for range 20 { // the unlisted route may take a sweep per row
+				r, err := e.Sweep(context.Background())
+				require.NoError(t, err)
+				res.Delivered += r.Delivered
+				if r.Delivered == 0 {
+					break
+				}
+			}
+			require.Equal(t, 23, res.Delivered)
+			got := log.accepted()
+			for g, keys := range want {
+				require.Equal(t, keys, got[g], "group %s in staging order", g)
+			}
+			log.oneInFlight(t)
+		})
+	}
+}
+
+func TestOrdered_ListedRouteDrainsAHotGroupInOneSweepWithoutRefusedWrites(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	want := h.stageGroups(t, "events.fifo", []string{"hot"}, 12)
+	log := &sendLog{next: h.sqs}
+	res, err := h.engine(t, orderedPolicy(outbox.DeadHeadBlock), log).Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 12, res.Delivered)
+	require.Equal(t, 12, res.Claimed)
+	require.Zero(t, res.Conflicts+res.Errors+res.Released)
+	require.Equal(t, want["hot"], log.accepted()["hot"])
+}
+
+func TestOrdered_RetryingHeadHoldsOnlyItsGroup(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	want := h.stageGroups(t, "events.fifo", []string{"slow", "fast"}, 4)
+	h.stage(t, rowsFor("orders", 3, "")...)
+	var once sync.Once
+	log := &sendLog{next: h.sqs, fail: func(r outbox.Row) (err error) {
+		if r.Key == want["slow"][0] {
+			once.Do(func() { err = errTransient })
+		}
+		return err
+	}}
+	e := h.engine(t, orderedPolicy(outbox.DeadHeadBlock), log)
+
+	// Phase 1: the slow head fails once; the rest of its group waits, the
+	// other group and the unordered rows go.
+	res, err := e.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 4+3, res.Delivered)
+	require.Equal(t, 1, res.Retried)
+	require.Positive(t, res.Waiting)
+	for _, key := range want["slow"][1:] {
+		row := h.row(t, key)
+		require.Equal(t, outbox.StatusPending, row.Status)
+		require.Zero(t, row.Attempt, "%s was never claimed", key)
+	}
+
+	// Phase 2: after the backoff the head goes first, then its group.
+	h.clock.Advance(time.Minute)
+	res, err = e.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 4, res.Delivered)
+	got := log.accepted()
+	require.Equal(t, want["slow"], got["slow"])
+	require.Equal(t, want["fast"], got["fast"])
+}
+
+func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		policy    outbox.DeadHead
+		delivered []int // indexes of group "g" delivered
+		blocked   int
+	}{
+		{outbox.DeadHeadBlock, nil, 1},
+		{outbox.DeadHeadSkip, []int{1, 2, 3}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			want := h.stageGroups(t, "events.fifo", []string{"g", "other"}, 4)
+			log := &sendLog{next: h.sqs, fail: func(r outbox.Row) error {
+				if r.Key == want["g"][0] {
+					return outbox.Permanent(errors.New("injected: refused for good"))
+				}
+				return nil
+			}}
+			e := h.engine(t, orderedPolicy(tt.policy), log)
+			res, err := e.Sweep(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 1, res.DeadLettered)
+			require.Equal(t, 4+len(tt.delivered), res.Delivered)
+
+			// A later sweep finds the group as the first left it.
+			h.clock.Advance(time.Minute)
+			res, err = e.Sweep(context.Background())
+			require.NoError(t, err)
+			require.Zero(t, res.Delivered)
+			require.Equal(t, tt.blocked, res.BlockedGroups)
+			if tt.blocked > 0 {
+				require.GreaterOrEqual(t, res.OldestBlockedAge, time.Minute)
+			}
+			var wantKeys []string
+			for _, i := range tt.delivered {
+				wantKeys = append(wantKeys, want["g"][i])
+			}
+			require.Equal(t, wantKeys, log.accepted()["g"])
+			require.Equal(t, want["other"], log.accepted()["other"])
+			if tt.policy == outbox.DeadHeadBlock {
+				for _, key := range want["g"][1:] {
+					require.Zero(t, h.row(t, key).Attempt, "%s waits behind the dead head", key)
+				}
+			}
+		})
+	}
+}
+
+func TestOrdered_ClaimedHeadHoldsItsGroupUntilSettledOrItsLeaseLapses(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	want := h.stageGroups(t, "events.fifo", []string{"g"}, 3)
+	p := orderedPolicy(outbox.DeadHeadBlock)
+	// Another worker claimed the head and crashed: nothing may pass it.
+	_, err := h.store.Claim(context.Background(), want["g"][0], h.clock.Now(), p.Lease, p.MaxAttempts)
+	require.NoError(t, err)
+	log := &sendLog{next: h.sqs}
+	e := h.engine(t, p, log)
+	res, err := e.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Delivered)
+	require.Empty(t, log.accepted())
+
+	h.clock.Advance(p.Lease + time.Second)
+	res, err = e.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Delivered)
+	require.Equal(t, want["g"], log.accepted()["g"])
+}
+
+func TestOrdered_WakeSendsOnlyHeadsAndParksRowsBehindOnesItHolds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	want := h.stageGroups(t, "events.fifo", []string{"g"}, 3)
+	refs := func(keys ...string) []outbox.DueRef {
+		var out []outbox.DueRef
+		for _, k := range keys {
+			row := h.row(t, k)
+			out = append(out, outbox.DueRef{Key: k, Queue: row.Queue, Prev: row.Prev, Linked: true})
+		}
+		return out
+	}
+	log := &sendLog{next: h.sqs}
+	e := h.engine(t, orderedPolicy(outbox.DeadHeadBlock), log)
+
+	// Phase 1: a stream batch with only the second row: its head is
+	// pending elsewhere, so it is left to the sweep, unclaimed.
+	res, err := e.DeliverRefs(context.Background(), refs(want["g"][1]))
+	require.NoError(t, err)
+	require.Zero(t, res.Claimed)
+	require.Equal(t, 1, res.Waiting)
+
+	// Phase 2: a batch with all three, newest first: they go in order.
+	k := want["g"]
+	res, err = e.DeliverRefs(context.Background(), refs(k[2], k[1], k[0]))
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Delivered)
+	require.Equal(t, k, log.accepted()["g"])
+	log.oneInFlight(t)
+}
