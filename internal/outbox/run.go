@@ -254,8 +254,6 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	}
 }
 
-
-
 // youngForWake reports whether the wake should have this row: it was due
 // when inserted and is younger than the grace. Retried, released, delayed
 // and redriven rows were never the wake's, so the sweep takes them at once.
