@@ -21,6 +21,9 @@ import (
 type Received struct {
 	// Arrivals counts the distinct messages received per Outflow key.
 	Arrivals map[string]int
+	// First holds the keys in the order of their first arrival on each
+	// queue, the queues one after another: a FIFO group's order.
+	First []string
 	// Redelivered counts the receives of a message already received.
 	Redelivered int
 	// DeleteFailed counts the entries DeleteMessageBatch refused; SQS
@@ -34,6 +37,7 @@ func (r *Received) add(o Received) {
 	for k, n := range o.Arrivals {
 		r.Arrivals[k] += n
 	}
+	r.First = append(r.First, o.First...)
 	r.Redelivered += o.Redelivered
 	r.DeleteFailed += o.DeleteFailed
 }
@@ -72,7 +76,10 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 				got.Redelivered++
 			} else {
 				seen[id] = true
-				got.Arrivals[aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)]++
+				key := aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)
+				if got.Arrivals[key]++; got.Arrivals[key] == 1 {
+					got.First = append(got.First, key)
+				}
 			}
 			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -23,6 +24,9 @@ type modelRow struct {
 	leaseUntil time.Time
 	dueAt      time.Time
 	createdAt  time.Time
+	// seq and prev place a row staged in order in the test's group.
+	seq  int64
+	prev string
 }
 
 // held is a claim some worker holds, perhaps long stale.
@@ -34,11 +38,15 @@ type held struct {
 var checkSeq atomic.Int64
 
 // TestStateMachine_ConditionsMatchTheModel drives random interleavings of
-// stage, claim, done, retry, dead-letter, release, expire and redrive —
+// stage (in an ordered group or not), claim, done, retry, dead-letter,
+// release, expire and redrive —
 // settles using any claim ever taken, stale or not — against the store on
 // the test endpoint, and checks every outcome against an in-memory model.
 // Two live claims of one row, or a settle with a stale token, would show
-// as a write the model refuses but the store applies.
+// as a write the model refuses but the store applies. After each step it
+// checks every row, the group's tail, and what the ordered head check reads
+// of each row (its Link) and decides from it, under both dead-head
+// policies.
 func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, 0)
@@ -47,7 +55,10 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 		ctx := context.Background()
 		check := checkSeq.Add(1)
 		keys := []string{fmt.Sprintf("c%d-a", check), fmt.Sprintf("c%d-b", check)}
-		model := map[string]*modelRow{keys[0]: {}, keys[1]: {}}
+		keys = append(keys, fmt.Sprintf("c%d-c", check))
+		model := map[string]*modelRow{keys[0]: {}, keys[1]: {}, keys[2]: {}}
+		group := fmt.Sprintf("g%d", check)
+		var tail dynamo.Tail // the model's group tail
 		now := t0
 		var claims []held
 
@@ -71,10 +82,19 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 			"stage": func(rt *rapid.T) {
 				k := rapid.SampledFrom(keys).Draw(rt, "key")
 				m := model[k]
+				if rapid.Bool().Draw(rt, "ordered") {
+					err := s.StageOrdered(ctx, outbox.Row{Key: k, Queue: "q.fifo", Group: group, Payload: []byte("x")}, now)
+					expect("stage ordered "+k, !m.exists, err)
+					if !m.exists {
+						*m = modelRow{exists: true, status: outbox.StatusPending, dueAt: now, createdAt: now, seq: tail.Seq + 1, prev: tail.Key}
+						tail = dynamo.Tail{Key: k, Seq: tail.Seq + 1}
+					}
+					return
+				}
 				err := s.Stage(ctx, outbox.Row{Key: k, Queue: "q", Payload: []byte("x")}, now)
 				// The same row staged again in the same millisecond is
 				// indistinguishable from the SDK retrying a lost answer.
-				again := m.exists && m.status == outbox.StatusPending && m.attempt == 0 && m.createdAt.Equal(now)
+				again := m.exists && m.status == outbox.StatusPending && m.attempt == 0 && m.createdAt.Equal(now) && m.seq == 0
 				expect("stage "+k, !m.exists || again, err)
 				if !m.exists {
 					*m = modelRow{exists: true, status: outbox.StatusPending, dueAt: now, createdAt: now}
@@ -163,6 +183,27 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 					require.Equal(rt, m.status, got.Status, k)
 					require.Equal(rt, m.attempt, got.Attempt, k)
 					require.LessOrEqual(rt, got.Attempt, max, k)
+					require.Equal(rt, m.seq, got.Seq, k)
+					require.Equal(rt, m.prev, got.Prev, k)
+				}
+				gotTail, err := s.GroupTail(ctx, "q.fifo", group)
+				require.NoError(rt, err)
+				require.Equal(rt, tail, gotTail, "the group's tail")
+				for _, k := range keys {
+					m := model[k]
+					link, err := s.Link(ctx, k)
+					require.NoError(rt, err)
+					require.Equal(rt, m.exists, link.Found, k)
+					if m.exists {
+						require.Equal(rt, m.status, link.Status, k)
+						require.Equal(rt, m.prev, link.Prev, k)
+					}
+					// The model's head rule: a successor may go when this
+					// row is gone or done, or failed and the policy skips.
+					for _, dh := range []outbox.DeadHead{outbox.DeadHeadBlock, outbox.DeadHeadSkip} {
+						want := !m.exists || m.status == outbox.StatusDone || m.status == outbox.StatusFailed && dh == outbox.DeadHeadSkip
+						require.Equal(rt, want, link.Settles(dh), "%s %s under %s", k, m.status, dh)
+					}
 				}
 			},
 		})

@@ -87,3 +87,11 @@ func (s Store) Release(ctx context.Context, row outbox.Row) error {
 	}
 	return s.after("release", row, s.Store.Release(ctx, row))
 }
+
+// Link implements outbox.Store; the head check's read can be throttled.
+func (s Store) Link(ctx context.Context, key string) (outbox.Link, error) {
+	if s.Plan.Hit(Throttle, "link", key, time.Now().UnixNano()) {
+		return outbox.Link{}, injected(Throttle)
+	}
+	return s.Store.Link(ctx, key)
+}

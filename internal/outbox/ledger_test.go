@@ -154,9 +154,24 @@ func (l *ledger) recordFinal(key, op string) {
 // the row has no final settle, and no earlier hand-over used the token.
 // (The soak's clock stands still within a round, so no lease lapses while
 // a row is on its way; a real deployment relies on the lease for this.)
+//
+// A row of an ordered group is handed over only once its predecessor has
+// its final settle: done, or, on a route whose dead head is skipped, a
+// dead letter.
 type handOver struct {
-	next outbox.Deliverer
-	l    *ledger
+	next    outbox.Deliverer
+	l       *ledger
+	ordered map[string]outbox.DeadHead
+}
+
+// prevSettled reports whether r's predecessor lets it go. Call it with
+// h.l.mu held.
+func (h handOver) prevSettled(r outbox.Row) bool {
+	if r.Prev == "" {
+		return true
+	}
+	st, ok := h.l.finalSettle(r.Prev)
+	return ok && (st.op == "done" || h.ordered[r.Queue] == outbox.DeadHeadSkip)
 }
 
 func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
@@ -173,6 +188,8 @@ func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) 
 			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer after its final settle")
 		case h.l.handed[r.Token]:
 			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer twice under one claim")
+		case !h.prevSettled(r):
+			h.l.bad = append(h.l.bad, r.Key+": handed to the deliverer before its predecessor "+r.Prev+" was settled")
 		}
 		h.l.handed[r.Token] = true
 	}

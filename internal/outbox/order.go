@@ -150,22 +150,28 @@ func (e *Engine) headPolicy(queue string) (DeadHead, bool) {
 	return dh, true
 }
 
-// settles reports whether a row's predecessor in the state l lets the row
-// go: gone (delivered), done, or a dead letter under skip.
+// Settles reports whether a predecessor in the state l lets its successor
+// go, under the dead-head policy dh: it is gone (delivered, or purged),
+// done, or a dead letter and dh is skip. A state no writer of Outflow's
+// leaves counts as a dead letter: the row cannot go on.
+func (l Link) Settles(dh DeadHead) bool {
+	if !l.Found || l.Status == StatusDone {
+		return true
+	}
+	if l.Status == StatusPending || l.Status == StatusClaimed {
+		return false
+	}
+	return dh == DeadHeadSkip
+}
+
+// settles is the gate for a row of queue whose predecessor is in state l.
 func (e *Engine) settles(l Link, queue string) gate {
-	if !l.Found {
+	dh, _ := e.headPolicy(queue)
+	switch {
+	case l.Settles(dh):
 		return gateGo
-	}
-	switch l.Status {
-	case StatusDone:
-		return gateGo
-	case StatusPending, StatusClaimed:
+	case l.Status == StatusPending || l.Status == StatusClaimed:
 		return gateWait
-	}
-	// Failed, or a state no writer of Outflow's leaves: the row cannot go
-	// on, so it is a dead head.
-	if dh, _ := e.headPolicy(queue); dh == DeadHeadSkip {
-		return gateGo
 	}
 	return gateBlocked
 }

@@ -86,7 +86,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	table := awstest.NewTable(t)
 	store, err := dynamo.New(db, dynamo.Config{Table: table, Shards: 4})
 	require.NoError(t, err)
-	routes := delivery.Routes{"q1": awstest.NewQueue(t, false), "q2": awstest.NewQueue(t, false), "q3": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
+	routes := delivery.Routes{"q1": awstest.NewQueue(t, false), "q2": awstest.NewQueue(t, false), "q3": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true),
+		"ordered.fifo": awstest.NewQueue(t, true), "blocking.fifo": awstest.NewQueue(t, true)}
 	queueURLs := slices.Collect(maps.Values(routes))
 	// A route whose queue does not exist: every send fails (transiently, as
 	// SQS answers), so its rows must spend their whole retry budget.
@@ -97,10 +98,13 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		faults.SettleBefore: 0.02, faults.SettleAfter: 0.01, faults.Throttle: 0.01, faults.Delay: 0.01,
 		faults.ClaimAmbiguous: 0.01, faults.Crash: 0.1,
 	})
+	policy := outbox.DefaultPolicy()
+	// Two ordered routes: a dead head is skipped on one, blocks its group
+	// on the other.
+	policy.Ordered = map[string]outbox.DeadHead{"ordered.fifo": outbox.DeadHeadSkip, "blocking.fifo": outbox.DeadHeadBlock}
 	led := newLedger()
 	real := recStore{Store: store, l: led}
-	sender := handOver{next: delivery.New(faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan}, routes, 0), l: led}
-	policy := outbox.DefaultPolicy()
+	sender := handOver{next: delivery.New(faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan}, routes, 0), l: led, ordered: policy.Ordered}
 	policy.MaxAttempts = 6
 	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
 	policy.Lease = 5 * time.Second
@@ -114,14 +118,46 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// FIFO row with no group, items with no payload — written by hand.
 	type staged struct {
 		queue string
+		group string // the ordered group, if any
 		bad   string // the dead-letter reason expected, if any
 		spent bool   // expected to fail every attempt and spend its budget
 	}
 	all := map[string]staged{}
-	var waves [4][]string
+	var waves [4][]outbox.DueRef
 	queues := []string{"q1", "q2", "q3", "events.fifo"}
+	// groups holds each ordered group's keys in staging order.
+	groups := map[string][]string{}
+	smallGroups := max(1, rows/40)
 	for i := range rows {
 		key := fmt.Sprintf("soak-%06d", i)
+		if rng.Float64() < 0.3 {
+			// An ordered row: in one of two hot groups, or one of many
+			// small ones, on either ordered route.
+			q := "ordered.fifo"
+			if rng.IntN(3) == 0 {
+				q = "blocking.fifo"
+			}
+			g := "small-" + strconv.Itoa(rng.IntN(smallGroups))
+			if rng.Float64() < 0.4 {
+				g = "hot-" + strconv.Itoa(rng.IntN(2))
+			}
+			row := outbox.Row{Key: key, Queue: q, Group: g, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+			s := staged{queue: q, group: g}
+			if rng.Float64() < 0.03 {
+				// Too large for SQS, though DynamoDB holds it: a dead head.
+				row.Payload, s.bad = []byte(strings.Repeat("x", delivery.MaxMessageBytes+1)), "message too large"
+			}
+			require.NoError(t, store.StageOrdered(ctx, row, clock.Now()))
+			prev := ""
+			if keys := groups[q+" "+g]; len(keys) > 0 {
+				prev = keys[len(keys)-1]
+			}
+			groups[q+" "+g] = append(groups[q+" "+g], key)
+			all[key] = s
+			// The stream image carries the queue and the predecessor.
+			waves[i%4] = append(waves[i%4], outbox.DueRef{Key: key, Queue: q, Prev: prev, Linked: true})
+			continue
+		}
 		q := queues[rng.IntN(len(queues))]
 		row := outbox.Row{Key: key, Queue: q, Payload: []byte(fmt.Sprintf(`{"n":%d,"secret":"payload-%d"}`, i, i)), Attributes: map[string]string{"kind": "soak"}}
 		if q == "events.fifo" {
@@ -137,7 +173,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			row.Queue, s = "gone", staged{queue: "gone", spent: true}
 		}
 		all[key] = s
-		waves[i%4] = append(waves[i%4], key)
+		waves[i%4] = append(waves[i%4], outbox.DueRef{Key: key})
 		if rng.Float64() < 0.005 {
 			all[key] = staged{queue: q, bad: "malformed"}
 			putNoPayload(t, db, table, key, q, clock.Now())
@@ -157,7 +193,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// Run: each round, three sweepers (some crash) and the wake for the
 	// wave staged that round; the clock moves one second per round.
 	var sweeps, crashes atomic.Int64
-	runRound := func(round int, wake []string) {
+	runRound := func(round int, wake []outbox.DueRef) {
 		var wg sync.WaitGroup
 		for w := range 3 {
 			wg.Go(func() {
@@ -187,7 +223,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			wg.Go(func() {
 				e, err := outbox.New(faults.Store{Store: real, Plan: plan}, sender, policy, outbox.WithClock(clock.Now))
 				require.NoError(t, err)
-				_, _ = e.DeliverKeys(ctx, wake)
+				_, _ = e.DeliverRefs(ctx, wake)
 			})
 		}
 		wg.Wait()
@@ -198,7 +234,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	}
 	round := 0
 	for ; round < 20; round++ {
-		var wake []string
+		var wake []outbox.DueRef
 		if round < len(waves) {
 			wake = waves[round]
 		}
@@ -206,17 +242,36 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	}
 	// Quiesce: faults off, leases and backoffs expire, sweeps drain.
 	plan.Stop()
+	// A row of a blocking group behind a dead letter waits for an operator;
+	// every other row must drain.
+	blockedBehind := func(key string) bool {
+		s := all[key]
+		if s.queue != "blocking.fifo" {
+			return false
+		}
+		for _, k := range groups[s.queue+" "+s.group] {
+			if k == key {
+				return false
+			}
+			if row, err := store.Get(ctx, k); err == nil && row != nil && row.Status == outbox.StatusFailed {
+				return true
+			}
+		}
+		return false
+	}
 	drained := false
+	var stuck []string
 	for range 40 {
 		clock.Advance(10 * time.Second)
 		runRound(round, nil)
 		round++
-		if len(dueKeys(t, store, clock.Now().Add(time.Hour))) == 0 {
+		stuck = slices.DeleteFunc(dueKeys(t, store, clock.Now().Add(time.Hour)), blockedBehind)
+		if len(stuck) == 0 {
 			drained = true
 			break
 		}
 	}
-	require.True(t, drained, "invariant 2: no row is stuck once faults stop and leases expire")
+	require.True(t, drained, "invariant 2: no row is stuck once faults stop and leases expire: %v", stuck)
 
 	received, err := finishConsuming()
 	require.NoError(t, err, "consuming the queues")
@@ -224,13 +279,18 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// Check the invariants.
 	windows := plan.DuplicateWindows()
 	deadReasons := map[string]int{}
-	var delivered, duplicates, failed, sent, unknown, arrivedUnanswered, arrivedAndDead int
+	var delivered, duplicates, failed, sent, unknown, arrivedUnanswered, arrivedAndDead, blocked int
 	for key, s := range all {
 		row, err := store.Get(ctx, key)
 		if err != nil && row == nil {
 			require.NoError(t, err)
 		}
 		switch {
+		case row != nil && row.Status == outbox.StatusPending && blockedBehind(key):
+			blocked++
+			require.Zero(t, row.Attempt, "%s waits behind a dead head and was never claimed", key)
+			require.Zero(t, received.Arrivals[key], "%s waits behind a dead head and never arrived", key)
+			continue
 		case row == nil: // done and deleted
 			require.Positive(t, received.Arrivals[key], "invariant 1: %s was settled done but never arrived", key)
 			require.Empty(t, s.bad, "invariant 6: %s should have been dead-lettered (%s)", key, s.bad)
@@ -287,8 +347,42 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	require.Empty(t, led.bad, "invariants 3 and 5 and the hand-over checks, as they happened")
 	led.mu.Unlock()
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n%s",
-		seed, len(all), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, plan.Report())
+	// Order: per ordered group, the first arrivals are the staged rows in
+	// staging order, leaving out only dead letters that never arrived (on
+	// the blocking route, the rows behind the dead head too).
+	firstAt := make(map[string]int, len(received.First))
+	for i, k := range received.First {
+		firstAt[k] = i
+	}
+	var orderedRows, skippedDead, blockedGroups int
+	for id, keys := range groups {
+		var want, got []string
+		for _, k := range keys {
+			orderedRows++
+			if _, ok := firstAt[k]; ok {
+				want = append(want, k)
+				continue
+			}
+			row, err := store.Get(ctx, k)
+			require.NoError(t, err)
+			switch {
+			case row != nil && row.Status == outbox.StatusFailed:
+				skippedDead++
+			case blockedBehind(k):
+			default:
+				t.Errorf("group %s: %s neither arrived, nor is a dead letter, nor waits behind one", id, k)
+			}
+		}
+		if len(keys) > 0 && blockedBehind(keys[len(keys)-1]) {
+			blockedGroups++
+		}
+		got = slices.Clone(want)
+		sort.Slice(got, func(i, j int) bool { return firstAt[got[i]] < firstAt[got[j]] })
+		require.Equal(t, want, got, "group %s: first arrivals in staging order", id)
+	}
+
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n%s",
+		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
@@ -296,7 +390,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 }
 
 func classify(reason string) string {
-	for _, c := range []string{"no route", "needs a message group", "malformed", string(faults.SendSender), "lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)} {
+	for _, c := range []string{"no route", "needs a message group", "message too large", "malformed", string(faults.SendSender), "lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)} {
 		if strings.Contains(reason, c) {
 			return c
 		}
