@@ -65,6 +65,7 @@ var Vars = []Var{
 		c.Policy.Ordered, err = ParseOrdered(v)
 		return err
 	}, "Ordered"},
+	{"OUTFLOW_HEAD_WAIT", "2s", "How long the wake waits for an ordered row's predecessor in flight in another invocation before it leaves the row to the sweep; 0s never waits. At most 1m.", durVar(func(c *Config) *time.Duration { return &c.Policy.HeadWait }), "HeadWait"},
 	{"OUTFLOW_SHARDS", "4", "Due-index shards. May grow, never shrink; producers must use the same value.", intVar(func(c *Config) *int { return &c.Store.Shards }), "Shards"},
 	{"OUTFLOW_DONE_RETENTION", "0s", "Keep delivered rows as `done` this long (TTL); 0 deletes them.", durVar(func(c *Config) *time.Duration { return &c.Store.DoneRetention }), "DoneRetention"},
 	{"OUTFLOW_MAX_ATTEMPTS", "8", "Delivery attempts per row, counting lost claims, before it is dead-lettered.", intVar(func(c *Config) *int { return &c.Policy.MaxAttempts }), "MaxAttempts"},

@@ -62,9 +62,11 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_METRICS_NAMESPACE"] = "Mine"
 	kv["OUTFLOW_ROUTES"] += ",a.fifo=https://sqs.us-east-1.amazonaws.com/1/a.fifo,b.fifo=https://sqs.us-east-1.amazonaws.com/1/b.fifo"
 	kv["OUTFLOW_ORDERED"] = " a.fifo , b.fifo=skip "
+	kv["OUTFLOW_HEAD_WAIT"] = "500ms"
 	c, err := config.Load(env(kv))
 	require.NoError(t, err)
 	require.Equal(t, map[string]outbox.DeadHead{"a.fifo": outbox.DeadHeadBlock, "b.fifo": outbox.DeadHeadSkip}, c.Policy.Ordered)
+	require.Equal(t, 500*time.Millisecond, c.Policy.HeadWait)
 	require.Equal(t, 16, c.Store.Shards)
 	require.Equal(t, 24*time.Hour, c.Store.DoneRetention)
 	p := c.Policy
@@ -111,6 +113,7 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 		{"OUTFLOW_FUNCTION_TIMEOUT", "-1s", "OUTFLOW_FUNCTION_TIMEOUT=-1s: must not be negative"},
 		{"OUTFLOW_FUNCTION_TIMEOUT", "5m", "OUTFLOW_FUNCTION_TIMEOUT=5m0s: lease (5m0s) must be longer than the invocation timeout (5m0s)"},
 		{"OUTFLOW_FUNCTION_TIMEOUT", "10s", "OUTFLOW_FUNCTION_TIMEOUT=10s: deadline margin (10s) must be shorter than the invocation timeout (10s)"},
+		{"OUTFLOW_HEAD_WAIT", "2m", "OUTFLOW_HEAD_WAIT=2m0s: must be in [0, 1m0s]"},
 		{"OUTFLOW_ORDERED", "orders", `OUTFLOW_ORDERED="orders": route "orders": only FIFO routes`},
 		{"OUTFLOW_ORDERED", "a.fifo=later", `OUTFLOW_ORDERED="a.fifo=later": route "a.fifo": dead-head policy "later" must be block or skip`},
 		{"OUTFLOW_ORDERED", "a.fifo,a.fifo=skip", `route "a.fifo": given twice`},

@@ -161,10 +161,10 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 // fields the head check needs. A field of the wrong type reads as absent;
 // an unknown status counts as a dead head.
 func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
-	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt}
+	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#k, #s, #q, #p, #f"), ExpressionAttributeNames: names,
+		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a"), ExpressionAttributeNames: names,
 	})
 	if err != nil {
 		return outbox.Link{}, fmt.Errorf("link %s: %w", key, err)
@@ -179,6 +179,9 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 		return ""
 	}
 	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue), Prev: str(AttrPrev)}
+	if v, ok := out.Item[AttrAttempt].(*types.AttributeValueMemberN); ok {
+		l.Attempt, _ = strconv.Atoi(v.Value)
+	}
 	if v, ok := out.Item[AttrFailedAt].(*types.AttributeValueMemberN); ok {
 		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
 			l.FailedAt = fromMs(n)

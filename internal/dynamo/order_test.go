@@ -134,7 +134,7 @@ func TestLink_ReadsStatusPredecessorAndFailureTime(t *testing.T) {
 		key  string
 		want outbox.Link
 	}{
-		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: "events.fifo", FailedAt: t0}},
+		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Attempt: 1, Queue: "events.fifo", FailedAt: t0}},
 		{"b", outbox.Link{Found: true, Status: outbox.StatusPending, Queue: "events.fifo", Prev: "a"}},
 		{"nothing", outbox.Link{}},
 	}

@@ -91,6 +91,7 @@ func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error)
 // behind one elsewhere, it is left to the sweep.
 func (e *Engine) DeliverRefs(ctx context.Context, refs []DueRef) (Result, error) {
 	r := e.newRun(ctx, 0)
+	r.headWait = e.policy.HeadWait
 	seen := make(map[string]bool, len(refs))
 	var unique []DueRef
 	for _, ref := range refs {

@@ -29,6 +29,7 @@ func (d DeadHead) Valid() bool { return d == DeadHeadBlock || d == DeadHeadSkip 
 type Link struct {
 	Found    bool
 	Status   Status
+	Attempt  int
 	Queue    string
 	Prev     string
 	FailedAt time.Time
@@ -203,18 +204,38 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 }
 
 // prevGate reads the predecessor prev of a row of queue and says whether
-// the row may go.
+// the row may go. On the wake's path it waits up to the policy's HeadWait
+// for a predecessor in flight elsewhere, so a burst of one group whose rows
+// reached different invocations still leaves in about a second.
 func (r *run) prevGate(ctx context.Context, prev, queue string) gate {
-	l, err := r.store.Link(ctx, prev)
-	if err != nil {
-		return r.linkFailed(ctx, prev, err)
+	until := time.Now().Add(r.headWait)
+	for pause := headPoll; ; pause = min(2*pause, maxHeadPoll) {
+		l, err := r.store.Link(ctx, prev)
+		if err != nil {
+			return r.linkFailed(ctx, prev, err)
+		}
+		g := r.settles(l, queue)
+		if g == gateBlocked {
+			r.order.noteBlocked(prev, l.FailedAt)
+		}
+		inFlight := l.Status == StatusClaimed || l.Status == StatusPending && l.Attempt == 0
+		if g != gateWait || !inFlight || time.Now().Add(pause).After(until) || r.pastDeadline() {
+			return g
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return gateError
+		}
 	}
-	g := r.settles(l, queue)
-	if g == gateBlocked {
-		r.order.noteBlocked(prev, l.FailedAt)
-	}
-	return g
 }
+
+// The wake polls a predecessor in flight from headPoll apart, doubling to
+// maxHeadPoll: a send and its settle take tens of milliseconds.
+const (
+	headPoll    = 25 * time.Millisecond
+	maxHeadPoll = 400 * time.Millisecond
+)
 
 // headAfterClaim checks a claimed row whose predecessor only the claim
 // revealed: a producer ordered it, but its route is not listed as ordered.

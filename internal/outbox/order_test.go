@@ -266,6 +266,37 @@ func TestOrdered_ClaimedHeadHoldsItsGroupUntilSettledOrItsLeaseLapses(t *testing
 	require.Equal(t, want["g"], log.accepted()["g"])
 }
 
+func TestOrdered_WakeWaitsForAPredecessorInFlightElsewhereUpToHeadWait(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		wait      time.Duration
+		delivered int
+	}{
+		{"waits, then sends", 10 * time.Second, 1},
+		{"never waits", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			k := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
+			p := orderedPolicy(outbox.DeadHeadBlock)
+			p.HeadWait = tt.wait
+			// Another invocation holds the head and settles it 300 ms on.
+			head, err := h.store.Claim(context.Background(), k[0], h.clock.Now(), p.Lease, p.MaxAttempts)
+			require.NoError(t, err)
+			settled := time.AfterFunc(300*time.Millisecond, func() { _ = h.store.Done(context.Background(), head, h.clock.Now()) })
+			defer settled.Stop()
+
+			res, err := h.engine(t, p, nil).DeliverRefs(context.Background(), []outbox.DueRef{{Key: k[1], Queue: "events.fifo", Prev: k[0], Linked: true}})
+			require.NoError(t, err)
+			require.Equal(t, tt.delivered, res.Delivered)
+			require.Equal(t, 1-tt.delivered, res.Waiting)
+		})
+	}
+}
+
 func TestOrdered_WakeSendsOnlyHeadsAndParksRowsBehindOnesItHolds(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

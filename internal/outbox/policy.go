@@ -46,6 +46,11 @@ type Policy struct {
 	// reads a listed route's rows' predecessor before it claims them; rows
 	// of other routes that carry one are checked after the claim instead.
 	Ordered map[string]DeadHead
+	// HeadWait is how long the wake waits for an ordered row's predecessor
+	// that is in flight elsewhere (claimed, or pending and never tried)
+	// before it leaves the row to the sweep; 0 never waits. The sweep
+	// never waits: its next pass finds the row.
+	HeadWait time.Duration
 }
 
 // Bounds on the policy that keep its arithmetic and the stored rows sound.
@@ -64,6 +69,9 @@ const (
 	// MinCallTimeout is the shortest CallTimeout a policy may give: an AWS
 	// call bounded tighter than this fails however healthy the service.
 	MinCallTimeout = time.Second
+	// MaxHeadWait is the longest HeadWait: a wake waiting longer costs
+	// more than the sweep that would deliver the row anyway.
+	MaxHeadWait = time.Minute
 )
 
 // DefaultPolicy returns the documented defaults.
@@ -81,6 +89,7 @@ func DefaultPolicy() Policy {
 		DeadlineMargin:    10 * time.Second,
 		RowBudget:         10000,
 		BatchLinger:       2 * time.Second,
+		HeadWait:          2 * time.Second,
 	}
 }
 
@@ -119,6 +128,7 @@ func (p Policy) Validate() error {
 	check(p.DeadlineMargin >= 0, "DeadlineMargin", p.DeadlineMargin, "must not be negative")
 	check(p.RowBudget >= 1, "RowBudget", p.RowBudget, "must be at least 1")
 	check(p.BatchLinger >= 0, "BatchLinger", p.BatchLinger, "must not be negative")
+	check(p.HeadWait >= 0 && p.HeadWait <= MaxHeadWait, "HeadWait", p.HeadWait, fmt.Sprintf("must be in [0, %s]", MaxHeadWait))
 	for route, dh := range p.Ordered {
 		check(dh.Valid(), "Ordered", route+"="+string(dh), `must be "block" or "skip"`)
 	}

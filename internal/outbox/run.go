@@ -34,6 +34,9 @@ type run struct {
 	querying atomic.Int64
 	// order tracks the ordered groups this run touches.
 	order *order
+	// headWait is how long a head check may wait for a predecessor in
+	// flight elsewhere: the policy's HeadWait on the wake's path, else 0.
+	headWait time.Duration
 }
 
 func (r *run) pastDeadline() bool {

@@ -113,6 +113,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	policy.Concurrency = 8
 	policy.RowBudget = max(400, rows/20)
 	policy.BatchLinger = 5 * time.Millisecond
+	// The wake waits this long, in real time, for a predecessor in flight.
+	policy.HeadWait = 100 * time.Millisecond
 
 	// Stage: good rows on four queues, and bad input — an unknown route, a
 	// FIFO row with no group, items with no payload — written by hand.
