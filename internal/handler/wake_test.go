@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/handler"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 func TestDueInserts_PicksPendingDueInsertsAndSaysWhyNotForTheRest(t *testing.T) {
@@ -45,6 +46,35 @@ func TestDueInserts_PicksPendingDueInsertsAndSaysWhyNotForTheRest(t *testing.T) 
 			}
 			require.Empty(t, refs)
 			require.Equal(t, []handler.Ignored{{EventID: "id-1", Reason: tt.wantReason}}, ignored)
+		})
+	}
+}
+
+func TestDueInserts_CarriesTheQueueAndTheOrderedPredecessorFromTheImage(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(10_000)
+	tests := []struct {
+		name, image string
+		want        outbox.DueRef
+	}{
+		{"unordered", `{"pk":{"S":"a"},"queue":{"S":"orders"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
+			outbox.DueRef{Key: "a", Queue: "orders", Linked: true}},
+		{"first of its group", `{"pk":{"S":"a"},"queue":{"S":"e.fifo"},"seq":{"N":"1"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
+			outbox.DueRef{Key: "a", Queue: "e.fifo", Linked: true}},
+		{"behind another", `{"pk":{"S":"b"},"queue":{"S":"e.fifo"},"seq":{"N":"2"},"prev":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
+			outbox.DueRef{Key: "b", Queue: "e.fifo", Prev: "a", Linked: true}},
+		// A prev of the wrong type is not trusted: the engine reads the row.
+		{"prev not a string", `{"pk":{"S":"b"},"queue":{"S":"e.fifo"},"prev":{"N":"7"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
+			outbox.DueRef{Key: "b", Queue: "e.fifo"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rec events.DynamoDBEventRecord
+			require.NoError(t, json.Unmarshal([]byte(`{"eventName":"INSERT","dynamodb":{"NewImage":`+tt.image+`}}`), &rec))
+			refs, ignored := handler.DueInserts(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}}, now)
+			require.Empty(t, ignored)
+			require.Equal(t, []outbox.DueRef{tt.want}, refs)
 		})
 	}
 }
