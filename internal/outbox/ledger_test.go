@@ -384,20 +384,33 @@ func TestHandOver_RefusesARowWithoutItsOwnLiveClaim(t *testing.T) {
 		name   string
 		ledger func(*ledger)
 		tokens []string // handed over, in order, for key k
+		prev   string   // k's predecessor in its ordered group, on a block route
 		bad    string
 	}{
-		{"its own live claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1"}, ""},
-		{"no claim at all", func(*ledger) {}, []string{"t1"}, "not its latest claim"},
-		{"another worker's newer claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}, {2, "t2"}} }, []string{"t1"}, "not its latest claim"},
+		{"its own live claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1"}, "", ""},
+		{"no claim at all", func(*ledger) {}, []string{"t1"}, "", "not its latest claim"},
+		{"another worker's newer claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}, {2, "t2"}} }, []string{"t1"}, "", "not its latest claim"},
 		{"a claim already settled", func(l *ledger) {
 			l.claims["k"] = []claim{{1, "t1"}}
 			l.settles["k"] = []settle{{seq: 2, op: "retry", token: "t1"}}
-		}, []string{"t1"}, "after its claim was settled"},
+		}, []string{"t1"}, "", "after its claim was settled"},
 		{"a row settled for good", func(l *ledger) {
 			l.claims["k"] = []claim{{1, "t1"}, {3, "t2"}}
 			l.settles["k"] = []settle{{seq: 2, op: "expire", final: true}}
-		}, []string{"t2"}, "after its final settle"},
-		{"twice under one claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1", "t1"}, "twice under one claim"},
+		}, []string{"t2"}, "", "after its final settle"},
+		{"twice under one claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1", "t1"}, "", "twice under one claim"},
+		{"behind a delivered predecessor", func(l *ledger) {
+			l.claims["k"] = []claim{{2, "t1"}}
+			l.settles["p"] = []settle{{seq: 1, op: "done", final: true}}
+		}, []string{"t1"}, "p", ""},
+		{"behind a predecessor still in flight", func(l *ledger) {
+			l.claims["k"] = []claim{{2, "t1"}}
+			l.settles["p"] = []settle{{seq: 1, op: "retry", token: "tp"}}
+		}, []string{"t1"}, "p", "before its predecessor p was settled"},
+		{"behind a dead predecessor, on a block route", func(l *ledger) {
+			l.claims["k"] = []claim{{2, "t1"}}
+			l.settles["p"] = []settle{{seq: 1, op: "dead-letter", final: true}}
+		}, []string{"t1"}, "p", "before its predecessor p was settled"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -406,7 +419,7 @@ func TestHandOver_RefusesARowWithoutItsOwnLiveClaim(t *testing.T) {
 			tc.ledger(l)
 			h := handOver{next: nopDeliverer{}, l: l}
 			for _, tok := range tc.tokens {
-				h.Deliver(context.Background(), "q", []outbox.Row{{Key: "k", Token: tok}})
+				h.Deliver(context.Background(), "q.fifo", []outbox.Row{{Key: "k", Queue: "q.fifo", Token: tok, Prev: tc.prev}})
 			}
 			if tc.bad == "" {
 				require.Empty(t, l.bad)
