@@ -63,6 +63,8 @@ type order struct {
 	// seen, zero if none; blocked counts them.
 	oldestBlocked time.Time
 	blocked       map[string]bool
+	// prevs caches each row's predecessor as read, for later passes.
+	prevs sync.Map
 }
 
 func newOrder() *order {
@@ -91,6 +93,29 @@ func (o *order) park(ref DueRef) (parked, settled bool) {
 		return true, false
 	}
 	return false, false
+}
+
+// state reports whether this run settled key, or holds it.
+func (o *order) state(key string) (settled, mine bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.settled[key], o.mine[key]
+}
+
+// parkOrReady parks ref behind its predecessor if this run still holds
+// it, or makes it ready if the run settled it meanwhile; false if neither.
+func (o *order) parkOrReady(ref DueRef) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.settled[ref.Prev]:
+		o.ready = append(o.ready, ref)
+	case o.mine[ref.Prev]:
+		o.parked[ref.Prev] = append(o.parked[ref.Prev], ref)
+	default:
+		return false
+	}
+	return true
 }
 
 // release ends this run's hold on key. When the row is settled for its
@@ -183,6 +208,11 @@ func (e *Engine) settles(l Link, queue string) gate {
 // the predecessor's state with a strongly consistent read. known reports
 func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 	if !ref.Linked {
+		if prev, ok := r.order.prevs.Load(ref.Key); ok {
+			ref.Prev, ref.Linked = prev.(string), true
+		}
+	}
+	if !ref.Linked {
 		l, err := r.store.Link(ctx, ref.Key)
 		if err != nil {
 			return r.linkFailed(ctx, ref.Key, err)
@@ -191,6 +221,7 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 			return gateWait // gone since the query: nothing to claim
 		}
 		ref.Prev, ref.Linked = l.Prev, true
+		r.order.prevs.Store(ref.Key, l.Prev) // it never changes
 	}
 	if ref.Prev == "" {
 		return gateGo
@@ -240,21 +271,38 @@ const (
 // headAfterClaim checks a claimed row whose predecessor only the claim
 // revealed: a producer ordered it, but its route is not listed as ordered.
 // Order still holds, at the price of the claim: if the predecessor is not
-// settled, the claim is released unsent and the row waits.
+// settled, the claim is released unsent, and the row parks behind the
+// predecessor if this run holds it, or waits for a later sweep.
 func (r *run) headAfterClaim(ctx context.Context, row Row) bool {
-	g := r.prevGate(ctx, row.Prev, row.Queue)
-	if g == gateGo {
+	settled, mine := r.order.state(row.Prev)
+	if settled {
 		return true
+	}
+	g := gateWait
+	if !mine {
+		if g = r.prevGate(ctx, row.Prev, row.Queue); g == gateGo {
+			return true
+		}
 	}
 	r.log.WarnContext(ctx, "row has a predecessor but its route is not listed as ordered: each check costs a claim; list the route in OUTFLOW_ORDERED",
 		"key", row.Key, "queue", row.Queue)
+	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), nil)
+	// Not again in this run, unless its predecessor is delivered in it:
+	// each try costs a claim and a release, and a sweep that claims
+	// something runs another pass.
+	r.held.Store(row.Key, forever)
+	if mine && r.order.parkOrReady(DueRef{Key: row.Key, Queue: row.Queue, Prev: row.Prev, Linked: true}) {
+		return false
+	}
 	if g == gateWait {
 		r.t.waiting.Add(1)
 	}
-	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), nil)
 	r.settledFor(row, false)
 	return false
 }
+
+// forever is a hold that outlasts any run.
+var forever = time.Unix(1<<62, 0)
 
 // settledFor ends the run's hold on a row after its settle: ok when the
 // row no longer holds its group (delivered, or dead under skip).
@@ -279,6 +327,9 @@ func (r *run) nextInGroups(ctx context.Context) {
 		if ctx.Err() != nil || r.budgetSpent() || r.pastDeadline() {
 			r.t.waiting.Add(int64(len(refs)))
 			return
+		}
+		for _, ref := range refs {
+			r.held.Delete(ref.Key) // a row released unsent to wait for its predecessor
 		}
 		r.pass(ctx, r.emit(refs))
 	}

@@ -199,12 +199,18 @@ func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
 		policy    outbox.DeadHead
 		delivered []int // indexes of group "g" delivered
 		blocked   int
+		// The most claims each sweep may take: one per row on a listed
+		// route, and none for rows that wait.
+		claims, claimsAfter int
 	}{
-		{outbox.DeadHeadBlock, nil, 1},
-		{outbox.DeadHeadSkip, []int{1, 2, 3}, 0},
+		{outbox.DeadHeadBlock, nil, 1, 8, 0},
+		{outbox.DeadHeadSkip, []int{1, 2, 3}, 0, 8, 0},
+		// A route the dispatcher was not told is ordered blocks too; each
+		// waiting row costs a claim and a release, at most twice a sweep.
+		{"", nil, 1, 16, 6},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.policy), func(t *testing.T) {
+		t.Run("policy "+string(tt.policy), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			want := h.stageGroups(t, "events.fifo", []string{"g", "other"}, 4)
@@ -214,17 +220,25 @@ func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
 				}
 				return nil
 			}}
-			e := h.engine(t, orderedPolicy(tt.policy), log)
+			p := orderedPolicy(tt.policy)
+			if tt.policy == "" {
+				p = testPolicy()
+			}
+			e := h.engine(t, p, log)
 			res, err := e.Sweep(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, 1, res.DeadLettered)
 			require.Equal(t, 4+len(tt.delivered), res.Delivered)
+			require.Equal(t, "drained", res.Stopped)
+			require.LessOrEqual(t, res.Claimed, tt.claims)
 
 			// A later sweep finds the group as the first left it.
 			h.clock.Advance(time.Minute)
 			res, err = e.Sweep(context.Background())
 			require.NoError(t, err)
 			require.Zero(t, res.Delivered)
+			require.Equal(t, "drained", res.Stopped)
+			require.LessOrEqual(t, res.Claimed, tt.claimsAfter)
 			require.Equal(t, tt.blocked, res.BlockedGroups)
 			if tt.blocked > 0 {
 				require.GreaterOrEqual(t, res.OldestBlockedAge, time.Minute)
@@ -235,7 +249,7 @@ func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
 			}
 			require.Equal(t, wantKeys, log.accepted()["g"])
 			require.Equal(t, want["other"], log.accepted()["other"])
-			if tt.policy == outbox.DeadHeadBlock {
+			if tt.policy != outbox.DeadHeadSkip {
 				for _, key := range want["g"][1:] {
 					require.Zero(t, h.row(t, key).Attempt, "%s waits behind the dead head", key)
 				}

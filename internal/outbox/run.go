@@ -217,7 +217,12 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		case gateWait:
 			r.t.waiting.Add(1)
 			return false
-		case gateBlocked, gateError:
+		case gateBlocked:
+			// An operator's redrive or purge is what changes it: not
+			// again in this run.
+			r.held.Store(ref.Key, forever)
+			return false
+		case gateError:
 			return false
 		}
 	}
