@@ -158,8 +158,9 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 }
 
 // Link implements outbox.Store: one strongly consistent read of the
-// fields the head check needs. A field of the wrong type reads as absent;
-// an unknown status counts as a dead head.
+// fields the head check needs. A field of the wrong type reads as absent,
+// except prev, which makes the link Malformed; an unknown status counts as
+// a dead head.
 func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
@@ -179,6 +180,11 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 		return ""
 	}
 	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue), Prev: str(AttrPrev)}
+	if v, ok := out.Item[AttrPrev]; ok && l.Prev == "" {
+		if _, isStr := v.(*types.AttributeValueMemberS); !isStr {
+			l.Malformed = fmt.Sprintf("%s must be a string, got %s", AttrPrev, typeName(v))
+		}
+	}
 	if v, ok := out.Item[AttrAttempt].(*types.AttributeValueMemberN); ok {
 		l.Attempt, _ = strconv.Atoi(v.Value)
 	}

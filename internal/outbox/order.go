@@ -33,6 +33,11 @@ type Link struct {
 	Queue    string
 	Prev     string
 	FailedAt time.Time
+	// Malformed says why the row's own link cannot be read (a prev of the
+	// wrong type), empty if it can. Such a row's place in its group is
+	// unknown, so it never lets a successor go, under either policy: its
+	// dead letter blocks until an operator purges it.
+	Malformed string
 }
 
 // gate is what the head check decided for one row.
@@ -184,7 +189,7 @@ func (l Link) Settles(dh DeadHead) bool {
 	if !l.Found || l.Status == StatusDone {
 		return true
 	}
-	if l.Status == StatusPending || l.Status == StatusClaimed {
+	if l.Status == StatusPending || l.Status == StatusClaimed || l.Malformed != "" {
 		return false
 	}
 	return dh == DeadHeadSkip
@@ -205,7 +210,7 @@ func (e *Engine) settles(l Link, queue string) gate {
 // headCheck decides whether ref, a row of an ordered route, may be
 // claimed. It learns the row's predecessor if the ref does not carry it,
 // parks the row behind a predecessor this run holds, and otherwise reads
-// the predecessor's state with a strongly consistent read. known reports
+// the predecessor's state with a strongly consistent read.
 func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 	if !ref.Linked {
 		if prev, ok := r.order.prevs.Load(ref.Key); ok {
@@ -269,11 +274,13 @@ const (
 )
 
 // headAfterClaim checks a claimed row whose predecessor only the claim
-// revealed: a producer ordered it, but its route is not listed as ordered.
-// Order still holds, at the price of the claim: if the predecessor is not
-// settled, the claim is released unsent, and the row parks behind the
-// predecessor if this run holds it, or waits for a later sweep.
-func (r *run) headAfterClaim(ctx context.Context, row Row) bool {
+// revealed: a producer ordered it, but its route is not listed as ordered,
+// or the wake's stream image named another predecessor (a key staged
+// again after delivery, say). Order still holds, at the price of the
+// claim: if the predecessor is not settled, the claim is released unsent,
+// and the row parks behind the predecessor if this run holds it, or waits
+// for a later sweep.
+func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 	settled, mine := r.order.state(row.Prev)
 	if settled {
 		return true
@@ -284,8 +291,10 @@ func (r *run) headAfterClaim(ctx context.Context, row Row) bool {
 			return true
 		}
 	}
-	r.log.WarnContext(ctx, "row has a predecessor but its route is not listed as ordered: each check costs a claim; list the route in OUTFLOW_ORDERED",
-		"key", row.Key, "queue", row.Queue)
+	if !listed {
+		r.log.WarnContext(ctx, "row has a predecessor but its route is not listed as ordered: each check costs a claim; list the route in OUTFLOW_ORDERED",
+			"key", row.Key, "queue", row.Queue)
+	}
 	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), nil)
 	// Not again in this run, unless its predecessor is delivered in it:
 	// each try costs a claim and a release, and a sweep that claims
@@ -310,10 +319,12 @@ func (r *run) settledFor(row Row, ok bool) {
 	r.t.waiting.Add(int64(r.order.release(row.Key, ok)))
 }
 
-// deadSettles reports whether a dead letter of this row lets its group go.
+// deadSettles reports whether a dead letter of this row lets its group go:
+// under skip, unless the row is malformed (its place may be unknown; a
+// later sweep reads its link and decides).
 func (r *run) deadSettles(row Row) bool {
 	dh, _ := r.headPolicy(row.Queue)
-	return dh == DeadHeadSkip
+	return dh == DeadHeadSkip && row.Malformed == ""
 }
 
 // nextInGroups runs further rounds for the rows parked behind rows this

@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -340,4 +345,103 @@ func TestOrdered_WakeSendsOnlyHeadsAndParksRowsBehindOnesItHolds(t *testing.T) {
 	require.Equal(t, 3, res.Delivered)
 	require.Equal(t, k, log.accepted()["g"])
 	log.oneInFlight(t)
+}
+
+func TestOrdered_AWakeRefNamingAnotherPredecessorIsCheckedAgainstTheRow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		prev string // the predecessor the ref claims, not the row's
+	}{
+		// A stream image of an earlier row of the same key (delivered,
+		// deleted, staged again in another place) names another
+		// predecessor, or none.
+		{"no predecessor", ""},
+		{"a delivered predecessor", "gone-long-ago"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			k := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
+			log := &sendLog{next: h.sqs}
+			e := h.engine(t, orderedPolicy(outbox.DeadHeadBlock), log)
+
+			// Phase 1: the head is pending and never tried; the second row
+			// must not go, whatever the ref says.
+			res, err := e.DeliverRefs(context.Background(), []outbox.DueRef{{Key: k[1], Queue: "events.fifo", Prev: tt.prev, Linked: true}})
+			require.NoError(t, err)
+			require.Zero(t, res.Delivered)
+			require.Equal(t, 1, res.Waiting)
+			require.Empty(t, log.accepted())
+			require.Equal(t, outbox.StatusPending, h.row(t, k[1]).Status)
+
+			// Phase 2: a sweep sends both, head first.
+			res, err = e.Sweep(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 2, res.Delivered)
+			require.Equal(t, k, log.accepted()["g"])
+		})
+	}
+}
+
+func TestOrdered_ARowWhosePrevIsMalformedBlocksItsGroupUnderEitherPolicy(t *testing.T) {
+	t.Parallel()
+	for _, dh := range []outbox.DeadHead{outbox.DeadHeadSkip, outbox.DeadHeadBlock} {
+		t.Run(string(dh), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			k := h.stageGroups(t, "events.fifo", []string{"g"}, 3)["g"]
+			// A producer in another language wrote the second row's prev
+			// as a number: its place in the group is unknown.
+			_, err := awstest.DynamoDB(t).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+				TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: k[1]}},
+				UpdateExpression:          aws.String("SET #p = :n"),
+				ExpressionAttributeNames:  map[string]string{"#p": dynamo.AttrPrev},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "1"}},
+			})
+			require.NoError(t, err)
+			var once sync.Once
+			log := &sendLog{next: h.sqs, fail: func(r outbox.Row) (err error) {
+				if r.Key == k[0] {
+					once.Do(func() { err = errTransient })
+				}
+				return err
+			}}
+			e := h.engine(t, orderedPolicy(dh), log)
+
+			// Phase 1: the head retries; the malformed row is a dead
+			// letter with its reason; the third row waits.
+			res, err := e.Sweep(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Retried)
+			require.Equal(t, 1, res.DeadLettered)
+			require.Zero(t, res.Delivered)
+			raw, err := awstest.DynamoDB(t).GetItem(context.Background(), &dynamodb.GetItemInput{
+				TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: k[1]}},
+			})
+			require.NoError(t, err)
+			require.Equal(t, &types.AttributeValueMemberS{Value: "failed"}, raw.Item[dynamo.AttrStatus])
+			require.Contains(t, raw.Item[dynamo.AttrLastError].(*types.AttributeValueMemberS).Value, "prev must be a string")
+			require.Zero(t, h.row(t, k[2]).Attempt)
+
+			// Phase 2: the head goes; the third row still waits behind
+			// the dead letter whose place is unknown, whatever the policy.
+			h.clock.Advance(time.Minute)
+			res, err = e.Sweep(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Delivered)
+			require.Equal(t, 1, res.BlockedGroups)
+			require.Zero(t, h.row(t, k[2]).Attempt)
+
+			// Phase 3: an operator purges it, and the group moves on.
+			op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: h.store.Shards()})
+			require.NoError(t, err)
+			require.NoError(t, op.Purge(context.Background(), k[1]))
+			res, err = e.Sweep(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Delivered)
+			require.Equal(t, []string{k[0], k[2]}, log.accepted()["g"])
+		})
+	}
 }

@@ -251,7 +251,9 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		r.settle(ctx, row, Permanent(fmt.Errorf("%w: %s", errMalformed, row.Malformed)))
 		return true
 	}
-	if row.Prev != "" && !checked && !r.headAfterClaim(ctx, row) {
+	// The check above vouches for the predecessor it read: a wake ref's
+	// comes from a stream image, which may be of an earlier row of that key.
+	if row.Prev != "" && (!checked || row.Prev != ref.Prev) && !r.headAfterClaim(ctx, row, listed) {
 		return true
 	}
 	select {
