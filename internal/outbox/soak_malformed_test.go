@@ -83,7 +83,9 @@ var malformedShapes = []malformedShape{
 	}, "malformed item: attributes.a must be a string, got N"},
 	{"group a number", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrGroup] = num(1) },
 		"malformed item: group must be a string, got N"},
-	{"seq a string", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrSeq] = &types.AttributeValueMemberS{Value: "2"} },
+	{"seq a string", func(it map[string]types.AttributeValue, _ time.Time) {
+		it[dynamo.AttrSeq] = &types.AttributeValueMemberS{Value: "2"}
+	},
 		"malformed item: seq must be a number, got S"},
 	{"prev a number", func(it map[string]types.AttributeValue, _ time.Time) { it[dynamo.AttrPrev] = num(1) },
 		"malformed item: prev must be a string, got N"},
