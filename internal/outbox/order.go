@@ -58,8 +58,12 @@ type order struct {
 	mu sync.Mutex
 	// mine holds the keys this run has in hand and has not yet settled.
 	mine map[string]bool
-	// parked holds, per key in mine, the rows waiting behind it.
-	parked map[string][]DueRef
+	// parked holds, per predecessor, the rows waiting behind it: a key in
+	// mine, or a pending row the run may yet be given (a later page, shard
+	// or pass); waiting holds every key in parked or ready, so a row the
+	// run is given again while it waits is not checked twice.
+	parked  map[string][]DueRef
+	waiting map[string]bool
 	// settled holds keys this run settled so their successors may go.
 	settled map[string]bool
 	// ready holds parked rows whose predecessor settled, for the next round.
@@ -73,7 +77,7 @@ type order struct {
 }
 
 func newOrder() *order {
-	return &order{mine: map[string]bool{}, parked: map[string][]DueRef{}, settled: map[string]bool{}, blocked: map[string]bool{}}
+	return &order{mine: map[string]bool{}, parked: map[string][]DueRef{}, waiting: map[string]bool{}, settled: map[string]bool{}, blocked: map[string]bool{}}
 }
 
 // hold records that this run has key in hand: its source gave it, and
@@ -84,20 +88,41 @@ func (o *order) hold(key string) {
 	o.mu.Unlock()
 }
 
-// park puts ref behind its predecessor if this run holds it, or reports
-// whether this run already settled the predecessor. Both are decided under
-// one lock with settle, so a row is never parked behind a settled row.
-func (o *order) park(ref DueRef) (parked, settled bool) {
+// park puts ref behind its predecessor if this run holds it (or, with
+// pending, whatever the run holds), or reports whether this run already
+// settled the predecessor. Both are decided under one lock with settle, so
+// a row is never parked behind a settled row.
+func (o *order) park(ref DueRef, pending bool) (parked, settled bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.settled[ref.Prev] {
 		return false, true
 	}
-	if o.mine[ref.Prev] {
+	if o.mine[ref.Prev] || pending {
 		o.parked[ref.Prev] = append(o.parked[ref.Prev], ref)
+		o.waiting[ref.Key] = true
 		return true, false
 	}
 	return false, false
+}
+
+// isWaiting reports whether key is parked or ready in this run already.
+func (o *order) isWaiting(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.waiting[key]
+}
+
+// stillParked counts the rows parked at the end of a run: behind a pending
+// predecessor the run was never given, and the rows behind them.
+func (o *order) stillParked() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, refs := range o.parked {
+		n += len(refs)
+	}
+	return n
 }
 
 // state reports whether this run settled key, or holds it.
@@ -120,6 +145,7 @@ func (o *order) parkOrReady(ref DueRef) bool {
 	default:
 		return false
 	}
+	o.waiting[ref.Key] = true
 	return true
 }
 
@@ -146,6 +172,7 @@ func (o *order) release(key string, settled bool) (dropped int) {
 		behind = append(behind[1:], o.parked[ref.Key]...)
 		delete(o.parked, ref.Key)
 		delete(o.mine, ref.Key)
+		delete(o.waiting, ref.Key)
 		dropped++
 	}
 	return dropped
@@ -157,6 +184,9 @@ func (o *order) takeReady() []DueRef {
 	defer o.mu.Unlock()
 	r := o.ready
 	o.ready = nil
+	for _, ref := range r {
+		delete(o.waiting, ref.Key)
+	}
 	return r
 }
 
@@ -231,24 +261,33 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 	if ref.Prev == "" {
 		return gateGo
 	}
-	if parked, settled := r.order.park(*ref); parked {
+	if parked, settled := r.order.park(*ref, false); parked {
 		return gateParked
 	} else if settled {
 		return gateGo
 	}
-	return r.prevGate(ctx, ref.Prev, ref.Queue)
+	g, l := r.prevGate(ctx, ref.Prev, ref.Queue)
+	if g != gateWait || l.Status != StatusPending {
+		return g
+	}
+	// A pending predecessor may be in a page, shard or pass of this run
+	// still to come: wait for it here rather than read it again each pass.
+	if _, settled := r.order.park(*ref, true); settled {
+		return gateGo
+	}
+	return gateParked
 }
 
 // prevGate reads the predecessor prev of a row of queue and says whether
 // the row may go. On the wake's path it waits up to the policy's HeadWait
 // for a predecessor in flight elsewhere, so a burst of one group whose rows
 // reached different invocations still leaves in about a second.
-func (r *run) prevGate(ctx context.Context, prev, queue string) gate {
+func (r *run) prevGate(ctx context.Context, prev, queue string) (gate, Link) {
 	until := time.Now().Add(r.headWait)
 	for pause := headPoll; ; pause = min(2*pause, maxHeadPoll) {
 		l, err := r.store.Link(ctx, prev)
 		if err != nil {
-			return r.linkFailed(ctx, prev, err)
+			return r.linkFailed(ctx, prev, err), l
 		}
 		g := r.settles(l, queue)
 		if g == gateBlocked {
@@ -256,12 +295,12 @@ func (r *run) prevGate(ctx context.Context, prev, queue string) gate {
 		}
 		inFlight := l.Status == StatusClaimed || l.Status == StatusPending && l.Attempt == 0
 		if g != gateWait || !inFlight || time.Now().Add(pause).After(until) || r.pastDeadline() {
-			return g
+			return g, l
 		}
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
-			return gateError
+			return gateError, l
 		}
 	}
 }
@@ -287,7 +326,7 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 	}
 	g := gateWait
 	if !mine {
-		if g = r.prevGate(ctx, row.Prev, row.Queue); g == gateGo {
+		if g, _ = r.prevGate(ctx, row.Prev, row.Queue); g == gateGo {
 			return true
 		}
 	}

@@ -50,6 +50,7 @@ func (r *run) finish(stopped string) Result {
 	if o := r.oldest.Load(); o != noDue {
 		res.OldestDueAge = ageSince(r.start, o)
 	}
+	res.Waiting += r.order.stillParked()
 	res.BlockedGroups = len(r.order.blocked)
 	if !r.order.oldestBlocked.IsZero() {
 		res.OldestBlockedAge = max(0, r.start.Sub(r.order.oldestBlocked))
@@ -200,6 +201,9 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	now := r.now()
 	if until, ok := r.held.Load(ref.Key); ok && now.Before(until.(time.Time)) {
 		return false
+	}
+	if r.order.isWaiting(ref.Key) {
+		return true // given again by a later pass: it waits already
 	}
 	if r.youngForWake(ref, now) {
 		r.held.Store(ref.Key, ref.CreatedAt.Add(r.grace))
