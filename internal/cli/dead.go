@@ -25,15 +25,29 @@ func (a *app) deadCommand() *cobra.Command {
 	return cmd
 }
 
+// deadLetter is a dead letter as dead list prints it: with its group, and
+// whether it holds the later rows of its ordered group.
+type deadLetter struct {
+	dynamo.DeadRef
+	BlocksGroup bool `json:"blocks_group"`
+}
+
 func (a *app) deadListCommand() *cobra.Command {
 	var queue string
 	var since time.Duration
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List dead letters, newest first",
-		Args:  args(cobra.NoArgs),
+		Short: "List dead letters, newest first, marking those that block their ordered group",
+		Long: "A dead letter blocks its ordered group when it has a place in one (seq) and its route's dead-head policy is block " +
+			"(--ordered, or OUTFLOW_ORDERED as the dispatcher has it; a route not listed is held to block, as the dispatcher holds it). " +
+			"The group and place of dead letters of FIFO routes are read from the table.",
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ordered, err := a.ordered()
+			if err != nil {
+				return err
+			}
 			op, err := a.operator(cmd.Context())
 			if err != nil {
 				return err
@@ -42,17 +56,22 @@ func (a *app) deadListCommand() *cobra.Command {
 			if since > 0 {
 				q.Since = a.now().Add(-since)
 			}
-			dead, err := op.ListDead(cmd.Context(), q, limit)
+			refs, err := op.ListDead(cmd.Context(), q, limit)
 			if err != nil {
 				return fmt.Errorf("list dead letters: %w", err)
 			}
-			if dead == nil {
-				dead = []dynamo.DeadRef{}
+			if refs, err = op.WithGroups(cmd.Context(), refs); err != nil {
+				return fmt.Errorf("list dead letters: %w", err)
+			}
+			dead := make([]deadLetter, len(refs))
+			for i, d := range refs {
+				dead[i] = deadLetter{DeadRef: d, BlocksGroup: outbox.DeadLetterBlocks(ordered, d.Queue, d.Seq)}
 			}
 			return a.emit(dead, func(w io.Writer) {
-				fmt.Fprintln(w, "KEY\tQUEUE\tATTEMPTS\tFAILED\tLAST ERROR")
+				fmt.Fprintln(w, "KEY\tQUEUE\tGROUP\tATTEMPTS\tFAILED\tBLOCKS\tLAST ERROR")
 				for _, d := range dead {
-					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", d.Key, d.Queue, d.Attempt, when(d.FailedAt), shorten(d.LastError, 60))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Key, d.Queue, orDash(d.Group), d.Attempt, when(d.FailedAt),
+						yesOrDash(d.BlocksGroup), shorten(d.LastError, 60))
 				}
 			})
 		},
@@ -60,6 +79,7 @@ func (a *app) deadListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&queue, "queue", "", "only this queue")
 	cmd.Flags().DurationVar(&since, "since", 0, "only those failed within this long, e.g. 24h")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many (0: all)")
+	a.orderedFlag(cmd)
 	return cmd
 }
 
@@ -70,6 +90,8 @@ type shownRow struct {
 	Status       outbox.Status         `json:"status"`
 	Attempts     int                   `json:"attempts"`
 	Group        string                `json:"group,omitempty"`
+	Seq          int64                 `json:"seq,omitempty"`
+	BlocksGroup  bool                  `json:"blocks_group"`
 	Attributes   map[string]string     `json:"attributes,omitempty"`
 	CreatedAt    time.Time             `json:"created_at,omitzero"`
 	DueAt        time.Time             `json:"due_at,omitzero"`
@@ -86,9 +108,13 @@ func (a *app) deadShowCommand() *cobra.Command {
 	var payload bool
 	cmd := &cobra.Command{
 		Use:   "show KEY",
-		Short: "Show one row with its error history (the payload only with --payload)",
+		Short: "Show one row with its error history (the payload only with --payload), and whether it blocks its ordered group",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, keys []string) error {
+			ordered, err := a.ordered()
+			if err != nil {
+				return err
+			}
 			op, err := a.operator(cmd.Context())
 			if err != nil {
 				return err
@@ -101,8 +127,9 @@ func (a *app) deadShowCommand() *cobra.Command {
 				return fmt.Errorf("read %s: %w", keys[0], derr)
 			}
 			s := shownRow{
-				Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group,
-				Attributes: row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, FailedAt: row.FailedAt,
+				Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq,
+				BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, row.Queue, row.Seq),
+				Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, FailedAt: row.FailedAt,
 				LastError: row.LastError, Errors: row.Errors, PayloadBytes: len(row.Payload),
 			}
 			if s.Errors == nil {
@@ -122,6 +149,7 @@ func (a *app) deadShowCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&payload, "payload", false, "also print the payload")
+	a.orderedFlag(cmd)
 	return cmd
 }
 
@@ -132,6 +160,12 @@ func printRow(w io.Writer, s shownRow) {
 	fmt.Fprintf(w, "attempts\t%d\n", s.Attempts)
 	if s.Group != "" {
 		fmt.Fprintf(w, "group\t%s\n", s.Group)
+	}
+	if s.Seq > 0 {
+		fmt.Fprintf(w, "seq\t%d\n", s.Seq)
+	}
+	if s.BlocksGroup {
+		fmt.Fprintln(w, "blocks group\tyes: the later rows of its group wait until it is redriven or purged")
 	}
 	fmt.Fprintf(w, "created\t%s\n", when(s.CreatedAt))
 	if !s.FailedAt.IsZero() {

@@ -31,6 +31,22 @@ func shorten(s string, n int) string {
 	return s
 }
 
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// yesOrDash is "yes" for true, "-" for false.
+func yesOrDash(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "-"
+}
+
 func when(t time.Time) string {
 	if t.IsZero() {
 		return "-"

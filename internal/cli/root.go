@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
 
+	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // Exit codes.
@@ -46,6 +48,8 @@ type app struct {
 
 	table, region, endpoint, output string
 	shards                          int
+	// orderedRoutes is --ordered, where a command takes it.
+	orderedRoutes string
 }
 
 // Execute runs the command line args and returns the exit code: 0 on
@@ -161,6 +165,30 @@ func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 		// moto's CRC32 header does not always match its body.
 		o.DisableValidateResponseChecksum = a.endpoint != "" && loopback(a.endpoint)
 	}), nil
+}
+
+// orderedFlag adds --ordered to cmd.
+func (a *app) orderedFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.orderedRoutes, "ordered", "",
+		"the dispatcher's ordered routes, none or route[=block|skip],... (default $OUTFLOW_ORDERED, else none)")
+}
+
+// ordered reads the dispatcher's ordered routes with their dead-head
+// policies, as the functions read OUTFLOW_ORDERED: from --ordered if given,
+// else from OUTFLOW_ORDERED, else none.
+func (a *app) ordered() (map[string]outbox.DeadHead, error) {
+	v, from := a.orderedRoutes, "--ordered"
+	if v == "" {
+		v, from = a.getenv("OUTFLOW_ORDERED"), "OUTFLOW_ORDERED"
+	}
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	ordered, err := config.ParseOrdered(v)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s=%q: %w", from, v, err)}
+	}
+	return ordered, nil
 }
 
 // operator opens the table for operator commands.

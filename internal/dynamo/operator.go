@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,13 +41,19 @@ func NewOperator(api OperatorAPI, cfg Config) (*Operator, error) {
 	return &Operator{Store: s, api: api}, nil
 }
 
-// DeadRef is one dead letter as the dead index holds it.
+// DeadRef is one dead letter as the dead index holds it, with its ordered
+// group and place when WithGroups has read them from the table.
 type DeadRef struct {
 	Key       string    `json:"key"`
 	Queue     string    `json:"queue"`
 	Attempt   int       `json:"attempts"`
 	FailedAt  time.Time `json:"failed_at"`
 	LastError string    `json:"last_error"`
+	// Group is the row's FIFO message group, and Seq its place in its
+	// ordered group, from 1; 0 for a row in none. The dead index does not
+	// project them.
+	Group string `json:"group,omitempty"`
+	Seq   int64  `json:"seq,omitempty"`
 }
 
 // DeadQuery selects dead letters: of one queue (empty: all), failed at or
@@ -174,6 +181,51 @@ func (o *Operator) Purge(ctx context.Context, key string) error {
 	return o.wrap("purge", key, err)
 }
 
+// WithGroups reads the group and the place in its ordered group (Group,
+// Seq) of each dead letter of a FIFO route from the table, 100 keys per
+// request, with an eventually consistent read that costs as much as
+// reading the whole item. Only FIFO routes, whose names end in .fifo, have
+// groups: their dead letters are returned as they are, unread. It returns
+// the dead letters in order, leaving out those of FIFO routes that are no
+// longer dead letters (redriven or purged since the dead index was read).
+func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, error) {
+	type place struct {
+		Status string `dynamodbav:"status"`
+		Group  string `dynamodbav:"group"`
+		Seq    int64  `dynamodbav:"seq"`
+	}
+	var keys []string
+	for _, d := range dead {
+		if fifo(d.Queue) {
+			keys = append(keys, d.Key)
+		}
+	}
+	places := make(map[string]place, len(keys))
+	err := o.batchGet(ctx, keys, []string{AttrStatus, AttrGroup, AttrSeq}, func(key string, item map[string]types.AttributeValue) {
+		var p place
+		_ = attributevalue.UnmarshalMap(item, &p) // best effort: a malformed seq reads as none
+		places[key] = p
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read groups of dead letters: %w", err)
+	}
+	out := make([]DeadRef, 0, len(dead))
+	for _, d := range dead {
+		if fifo(d.Queue) {
+			p, ok := places[d.Key]
+			if !ok || p.Status != string(outbox.StatusFailed) {
+				continue
+			}
+			d.Group, d.Seq = p.Group, max(p.Seq, 0)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// fifo reports whether a route is a FIFO route: its name ends in .fifo.
+func fifo(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
+
 // Counts is how many rows are in each state.
 type Counts struct {
 	// Pending rows wait in the due index; Due is those of them due now.
@@ -190,6 +242,12 @@ type Stats struct {
 	Total  Counts             `json:"total"`
 	// OldestDue is the earliest due time among due rows; zero if none.
 	OldestDue time.Time `json:"oldest_due,omitzero"`
+	// BlockedGroups counts the ordered groups (queue and group) whose
+	// earliest dead letter holds the group, as the caller's blocks says;
+	// OldestBlocked is the earliest failure time of those dead letters,
+	// zero if none.
+	BlockedGroups int       `json:"blocked_groups"`
+	OldestBlocked time.Time `json:"oldest_blocked,omitzero"`
 }
 
 // Stats counts rows from the indexes: the due index (pending and claimed,
@@ -197,7 +255,13 @@ type Stats struct {
 // pending by construction; only rows already due are read from the table
 // (status alone, 100 per request), because a claim does not show in the
 // index. No table scan.
-func (o *Operator) Stats(ctx context.Context, now time.Time) (*Stats, error) {
+//
+// With blocks, Stats also counts the blocked ordered groups: it reads the
+// group and place of each dead letter of a FIFO route (only those have
+// groups) with WithGroups, takes the earliest dead letter of each group,
+// and asks blocks whether it holds its group. A nil blocks counts none and
+// reads nothing more.
+func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef) bool) (*Stats, error) {
 	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}}
 	counts := func(m map[string]*Counts, k string) *Counts {
 		if m[k] == nil {
@@ -267,22 +331,72 @@ func (o *Operator) Stats(ctx context.Context, now time.Time) (*Stats, error) {
 			st.Total.Due++
 		}
 	}
+	var ordered []DeadRef
 	err = o.EachDead(ctx, DeadQuery{}, func(d DeadRef) error {
 		counts(st.Queues, d.Queue).Failed++
 		st.Total.Failed++
+		if blocks != nil && fifo(d.Queue) {
+			ordered = append(ordered, d)
+		}
 		return nil
 	})
-	return st, err
+	if err != nil || len(ordered) == 0 {
+		return st, err
+	}
+	ordered, err = o.WithGroups(ctx, ordered)
+	if err != nil {
+		return nil, err
+	}
+	type group struct{ queue, name string }
+	heads := map[group]DeadRef{}
+	for _, d := range ordered {
+		g := group{d.Queue, d.Group}
+		if head, seen := heads[g]; d.Seq > 0 && (!seen || d.Seq < head.Seq) {
+			heads[g] = d
+		}
+	}
+	for _, head := range heads {
+		if !blocks(head) {
+			continue
+		}
+		st.BlockedGroups++
+		if st.OldestBlocked.IsZero() || head.FailedAt.Before(st.OldestBlocked) {
+			st.OldestBlocked = head.FailedAt
+		}
+	}
+	return st, nil
 }
 
 // statuses reads the status of each key, 100 keys per request.
 func (o *Operator) statuses(ctx context.Context, keys []string) (map[string]string, error) {
 	out := make(map[string]string, len(keys))
+	err := o.batchGet(ctx, keys, []string{AttrStatus}, func(key string, item map[string]types.AttributeValue) {
+		if v, ok := item[AttrStatus].(*types.AttributeValueMemberS); ok {
+			out[key] = v.Value
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read statuses: %w", err)
+	}
+	return out, nil
+}
+
+// batchGet reads attrs of each key, 100 keys per request, and calls fn
+// with each item found; keys with no item are skipped. Throttled keys are
+// read again after a pause, until the context ends.
+func (o *Operator) batchGet(ctx context.Context, keys []string, attrs []string, fn func(key string, item map[string]types.AttributeValue)) error {
+	names := map[string]string{"#k": AttrKey}
+	proj := "#k"
+	for i, a := range attrs {
+		ph := "#a" + strconv.Itoa(i)
+		names[ph] = a
+		proj += ", " + ph
+	}
 	for chunk := range slices.Chunk(keys, 100) {
 		req := map[string]types.KeysAndAttributes{o.cfg.Table: {
 			Keys:                     make([]map[string]types.AttributeValue, 0, len(chunk)),
-			ProjectionExpression:     aws.String("#k, #s"),
-			ExpressionAttributeNames: map[string]string{"#k": AttrKey, "#s": AttrStatus},
+			ProjectionExpression:     aws.String(proj),
+			ExpressionAttributeNames: names,
 		}}
 		for _, k := range chunk {
 			ka := req[o.cfg.Table]
@@ -292,15 +406,12 @@ func (o *Operator) statuses(ctx context.Context, keys []string) (map[string]stri
 		for len(req) > 0 {
 			res, err := o.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, fmt.Errorf("read statuses: %w", err)
+				return err
 			}
-			for _, av := range res.Responses[o.cfg.Table] {
-				var it struct {
-					Key    string `dynamodbav:"pk"`
-					Status string `dynamodbav:"status"`
+			for _, item := range res.Responses[o.cfg.Table] {
+				if k, ok := item[AttrKey].(*types.AttributeValueMemberS); ok {
+					fn(k.Value, item)
 				}
-				_ = attributevalue.UnmarshalMap(av, &it)
-				out[it.Key] = it.Status
 			}
 			req = res.UnprocessedKeys
 			if len(req) > 0 {
@@ -308,10 +419,10 @@ func (o *Operator) statuses(ctx context.Context, keys []string) (map[string]stri
 				select {
 				case <-time.After(50 * time.Millisecond):
 				case <-ctx.Done():
-					return nil, fmt.Errorf("read statuses: %w", ctx.Err())
+					return ctx.Err()
 				}
 			}
 		}
 	}
-	return out, nil
+	return nil
 }

@@ -42,7 +42,7 @@ func TestOperatorStats_StopsWaitingOutThrottlingWhenTheContextEnds(t *testing.T)
 	api := &throttledAPI{cancel: cancel}
 	op, err := dynamo.NewOperator(api, dynamo.Config{Table: "outbox", Shards: 1})
 	require.NoError(t, err)
-	_, err = op.Stats(ctx, time.UnixMilli(10))
+	_, err = op.Stats(ctx, time.UnixMilli(10), nil)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 1, api.gets)
 }

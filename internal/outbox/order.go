@@ -200,15 +200,35 @@ func (o *order) noteBlocked(key string, failedAt time.Time) {
 	}
 }
 
-// headPolicy is the dead-head policy of a route, and whether the route is
-// listed as ordered. An unlisted route's rows that carry a predecessor
-// (a producer ordered them) are held to the default, block.
-func (e *Engine) headPolicy(queue string) (DeadHead, bool) {
-	dh, ok := e.policy.Ordered[queue]
+// HeadPolicy is the dead-head policy of the route queue under ordered (the
+// routes listed in OUTFLOW_ORDERED, as Policy.Ordered holds them), and
+// whether the route is listed. An unlisted route's rows that carry a
+// predecessor (a producer ordered them) are held to the default, block.
+func HeadPolicy(ordered map[string]DeadHead, queue string) (DeadHead, bool) {
+	dh, ok := ordered[queue]
 	if !ok {
 		return DeadHeadBlock, false
 	}
 	return dh, true
+}
+
+// headPolicy is the engine's HeadPolicy.
+func (e *Engine) headPolicy(queue string) (DeadHead, bool) {
+	return HeadPolicy(e.policy.Ordered, queue)
+}
+
+// DeadLetterBlocks reports whether a dead letter of the route queue holds
+// the later rows of its ordered group until an operator redrives or purges
+// it, under ordered (as HeadPolicy reads it). seq is the row's place in its
+// group, 0 for a row in none: such a row has no successor to hold. It is
+// the rule the head check applies to a row's predecessor, so operators see
+// what the engine does.
+func DeadLetterBlocks(ordered map[string]DeadHead, queue string, seq int64) bool {
+	if seq <= 0 {
+		return false
+	}
+	dh, _ := HeadPolicy(ordered, queue)
+	return Link{Found: true, Status: StatusFailed, Queue: queue}.Blocks(dh)
 }
 
 // Settles reports whether a predecessor in the state l lets its successor
@@ -225,16 +245,24 @@ func (l Link) Settles(dh DeadHead) bool {
 	return dh == DeadHeadSkip
 }
 
+// Blocks reports whether a predecessor in the state l holds its successor
+// until an operator acts, under the dead-head policy dh: it neither settles
+// nor is on its way (pending or claimed), so it is a dead letter, or in a
+// state no writer of Outflow's leaves, and dh is block.
+func (l Link) Blocks(dh DeadHead) bool {
+	return !l.Settles(dh) && l.Status != StatusPending && l.Status != StatusClaimed
+}
+
 // settles is the gate for a row of queue whose predecessor is in state l.
 func (e *Engine) settles(l Link, queue string) gate {
 	dh, _ := e.headPolicy(queue)
 	switch {
 	case l.Settles(dh):
 		return gateGo
-	case l.Status == StatusPending || l.Status == StatusClaimed:
-		return gateWait
+	case l.Blocks(dh):
+		return gateBlocked
 	}
-	return gateBlocked
+	return gateWait
 }
 
 // headCheck decides whether ref, a row of an ordered route, may be
@@ -363,7 +391,7 @@ func (r *run) settledFor(row Row, ok bool) {
 // later sweep reads its link and decides).
 func (r *run) deadSettles(row Row) bool {
 	dh, _ := r.headPolicy(row.Queue)
-	return dh == DeadHeadSkip && row.Malformed == ""
+	return row.Malformed == "" && Link{Found: true, Status: StatusFailed, Queue: row.Queue}.Settles(dh)
 }
 
 // nextInGroups runs further rounds for the rows parked behind rows this

@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +16,40 @@ type alarmProps struct {
 	Dimensions                                                             []struct{ Name, Value string }
 	Period, EvaluationPeriods, DatapointsToAlarm                           int
 	Threshold                                                              float64
+	// Metrics is a metric math alarm's queries, in place of the above.
+	Metrics []metricQuery
+}
+
+// metricQuery is one query of a metric math alarm: a metric or an
+// expression over the others.
+type metricQuery struct {
+	Id, Expression, Label string
+	ReturnData            *bool
+	MetricStat            *struct {
+		Metric struct {
+			Namespace, MetricName string
+			Dimensions            []struct{ Name, Value string }
+		}
+		Period int
+		Stat   string
+	}
+}
+
+// watched is each metric an alarm reads: its own, or its metric math
+// queries'.
+func (a alarmProps) watched() []alarmProps {
+	if len(a.Metrics) == 0 {
+		return []alarmProps{a}
+	}
+	var out []alarmProps
+	for _, q := range a.Metrics {
+		if q.MetricStat != nil {
+			m := q.MetricStat.Metric
+			out = append(out, alarmProps{Namespace: m.Namespace, MetricName: m.MetricName, Dimensions: m.Dimensions,
+				Statistic: q.MetricStat.Stat, Period: q.MetricStat.Period})
+		}
+	}
+	return out
 }
 
 func alarm(t *testing.T, tpl *stack.Template, name string) alarmProps {
@@ -103,15 +138,65 @@ func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
 	tpl := load(t, nil)
 	seen := map[string]bool{}
 	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		a := alarm(t, tpl, name)
-		seen[a.MetricName] = true
-		dims := map[string]string{}
-		for _, d := range a.Dimensions {
-			dims[d.Name] = d.Value
+		watched := alarm(t, tpl, name).watched()
+		require.NotEmpty(t, watched, name)
+		for _, a := range watched {
+			seen[a.MetricName] = true
+			dims := map[string]string{}
+			for _, d := range a.Dimensions {
+				dims[d.Name] = d.Value
+			}
+			requireEmitted(t, name, a.Namespace, a.MetricName, dims)
 		}
-		requireEmitted(t, name, a.Namespace, a.MetricName, dims)
 	}
-	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
+	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "OldestBlockedAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
 		require.True(t, seen[m], "an alarm on %s", m)
+	}
+}
+
+func TestTemplate_BlockedGroupAlarmFiresAfterTheParametersMinutes(t *testing.T) {
+	t.Parallel()
+	for _, minutes := range []string{"1", "15", "1440"} {
+		tp := load(t, map[string]string{"BlockedGroupAlarmMinutes": minutes})
+		a := alarm(t, tp, "BlockedGroupAlarm")
+		require.Empty(t, a.MetricName, "metric math: the threshold is in minutes, the metric in ms")
+		require.Len(t, a.Metrics, 2)
+		watched := a.watched()
+		require.Len(t, watched, 1)
+		age := watched[0]
+		require.Equal(t, "OldestBlockedAgeMs", age.MetricName)
+		require.Equal(t, "Maximum", age.Statistic, "the oldest head, whichever invocation saw it")
+		require.GreaterOrEqual(t, time.Duration(age.Period)*time.Second, sweepInterval(t, tp), "each period can hold a sweep")
+
+		var returned []metricQuery
+		for _, q := range a.Metrics {
+			require.NotNil(t, q.ReturnData, "%s: ReturnData is explicit", q.Id)
+			if *q.ReturnData {
+				returned = append(returned, q)
+			}
+		}
+		require.Len(t, returned, 1, "an alarm evaluates exactly one series")
+		var statID string
+		for _, q := range a.Metrics {
+			if q.MetricStat != nil {
+				statID = q.Id
+			}
+		}
+		require.Equal(t, statID+" / 60000", returned[0].Expression, "milliseconds to minutes")
+
+		want, err := strconv.ParseFloat(minutes, 64)
+		require.NoError(t, err)
+		require.Equal(t, want, a.Threshold)
+		require.Equal(t, "GreaterThanThreshold", a.ComparisonOperator)
+		require.Equal(t, "notBreaching", a.TreatMissingData, "no data: no invocation found a blocked group")
+		// With 1 of N, the alarm stays up while any evaluated period saw the
+		// group blocked: a window of two sweep intervals at the slowest
+		// SweepRate always holds a sweep, so one without does not clear it.
+		require.Equal(t, 1, a.DatapointsToAlarm)
+		require.GreaterOrEqual(t, time.Duration(a.EvaluationPeriods*age.Period)*time.Second, 2*5*time.Minute)
+	}
+	for _, refused := range []string{"0", "1441"} {
+		_, err := stack.Load(templatePath, map[string]string{"BlockedGroupAlarmMinutes": refused})
+		require.Error(t, err, refused)
 	}
 }

@@ -60,6 +60,7 @@ func TestTranslation_DashboardPlotsWhatTheStackEmits(t *testing.T) {
 		}
 		for _, want := range []string{
 			"OldestDueAgeMs ${OutboxTable}", "Delivered ${OutboxTable}", "Retried ${OutboxTable}", "DeadLettered ${OutboxTable}", "Conflicts ${OutboxTable}",
+			"OldestBlockedAgeMs ${OutboxTable}", "BlockedGroups ${OutboxTable}", "Waiting ${OutboxTable}",
 			"Duration ${SweepFunction}", "Errors ${SweepFunction}", "IteratorAge ${WakeFunction}", "DroppedEventCount ${WakeFunctionStream}",
 		} {
 			require.True(t, plotted[want], "the dashboard plots %s", want)

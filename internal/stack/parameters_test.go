@@ -55,7 +55,7 @@ var serviceLimits = map[string]serviceLimit{
 
 // thresholds feed an alarm's Threshold, which CloudWatch takes as any
 // number; their bounds are Outflow's own.
-var thresholds = []string{"BacklogAlarmThresholdMs", "IteratorAgeAlarmThresholdMs"}
+var thresholds = []string{"BacklogAlarmThresholdMs", "IteratorAgeAlarmThresholdMs", "BlockedGroupAlarmMinutes"}
 
 func TestTemplate_NumericParametersStayWithinServiceLimits(t *testing.T) {
 	t.Parallel()
@@ -183,6 +183,41 @@ func TestTemplate_JitterAcceptsOnlyFractionsBelowOne(t *testing.T) {
 	}
 	for _, v := range []string{"1", "1.0", "0.", ".5", "-0.1", "2", "abc", "0.2x", "x0.2", " 0.2", ""} {
 		require.Error(t, p.Allows(v), "Jitter %q must be refused", v)
+	}
+}
+
+// TestTemplate_OrderedRoutesAcceptsOnlyWhatTheCodeParses: every value the
+// pattern lets through parses as OUTFLOW_ORDERED and loads beside the
+// template's routes, and the mistakes CloudFormation can catch are refused
+// at deploy time. A route missing from OUTFLOW_ROUTES or given twice is the
+// functions' to refuse at init.
+func TestTemplate_OrderedRoutesAcceptsOnlyWhatTheCodeParses(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	p := tpl.Parameters["OrderedRoutes"]
+	require.Equal(t, "none", p.Default)
+	require.Contains(t, p.Description, "FIFO route")
+	require.Contains(t, p.Description, "OUTFLOW_ROUTES")
+	for _, v := range []string{"none", "events.fifo", "events.fifo=block", "events.fifo=skip"} {
+		require.NoError(t, p.Allows(v), "OrderedRoutes %q must be accepted", v)
+		overrides := map[string]string{"OrderedRoutes": v}
+		for _, fn := range functions {
+			env := function(t, load(t, overrides), fn).Environment.Variables
+			require.Equal(t, v, env["OUTFLOW_ORDERED"], fn)
+			env["OUTFLOW_TABLE"] = "outbox"
+			env["OUTFLOW_ROUTES"] = "orders=http://localhost/1/orders,events.fifo=http://localhost/1/events.fifo"
+			_, err := config.Load(func(k string) string { return env[k] })
+			require.NoError(t, err, "%s: OrderedRoutes=%s", fn, v)
+		}
+	}
+	for _, v := range []string{"a.fifo,b.fifo=skip,c-1_x.fifo=block"} {
+		require.NoError(t, p.Allows(v), "OrderedRoutes %q must be accepted", v)
+		_, err := config.ParseOrdered(v)
+		require.NoError(t, err, v)
+	}
+	for _, v := range []string{"", "None", "orders", "events.fifo=", "events.fifo=stop", "events.fifo,", ",events.fifo",
+		"events.fifo, a.fifo", "events.fifo a.fifo", "none,events.fifo", ".fifo", "events.fifo=block=skip"} {
+		require.Error(t, p.Allows(v), "OrderedRoutes %q must be refused", v)
 	}
 }
 

@@ -23,8 +23,15 @@ type Summary struct {
 	Conflicts      int    `json:"conflicts"`
 	Errors         int    `json:"errors"`
 	OldestDueAgeMs int64  `json:"oldest_due_age_ms"`
-	DurationMs     int64  `json:"duration_ms"`
-	Stopped        string `json:"stopped,omitempty"`
+	// Waiting counts rows of ordered groups left for a later run because
+	// their predecessor was not settled; BlockedGroups the ordered groups
+	// found held by a dead-lettered row under the block policy, and
+	// OldestBlockedAgeMs how long the oldest of those rows had been dead.
+	Waiting            int    `json:"waiting"`
+	BlockedGroups      int    `json:"blocked_groups"`
+	OldestBlockedAgeMs int64  `json:"oldest_blocked_age_ms"`
+	DurationMs         int64  `json:"duration_ms"`
+	Stopped            string `json:"stopped,omitempty"`
 	// Records counts stream records a wake received; Ignored those it
 	// could not use (not an insert, not pending, unreadable, not due).
 	Records int `json:"records,omitempty"`
@@ -38,6 +45,7 @@ func NewSummary(function string, r outbox.Result) Summary {
 		DeadLettered: r.DeadLettered + r.Expired, Released: r.Released, Expired: r.Expired,
 		Skipped: r.Skipped, Conflicts: r.Conflicts, Errors: r.Errors,
 		OldestDueAgeMs: r.OldestDueAge.Milliseconds(), DurationMs: r.Duration.Milliseconds(), Stopped: r.Stopped,
+		Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
 	}
 }
 
@@ -56,6 +64,9 @@ var metrics = []metric{
 	{"Conflicts", "Count", func(s Summary) int64 { return int64(s.Conflicts) }},
 	{"Errors", "Count", func(s Summary) int64 { return int64(s.Errors) }},
 	{"OldestDueAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestDueAgeMs }},
+	{"Waiting", "Count", func(s Summary) int64 { return int64(s.Waiting) }},
+	{"BlockedGroups", "Count", func(s Summary) int64 { return int64(s.BlockedGroups) }},
+	{"OldestBlockedAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestBlockedAgeMs }},
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
 }
 

@@ -17,7 +17,8 @@ import (
 func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	sum := telemetry.NewSummary("sweep", outbox.Result{Claimed: 5, Delivered: 3, DeadLettered: 1, Expired: 1, OldestDueAge: 1500 * time.Millisecond, Duration: 2 * time.Second})
+	sum := telemetry.NewSummary("sweep", outbox.Result{Claimed: 5, Delivered: 3, DeadLettered: 1, Expired: 1, OldestDueAge: 1500 * time.Millisecond, Duration: 2 * time.Second,
+		Waiting: 4, BlockedGroups: 2, OldestBlockedAge: 90 * time.Second})
 	require.NoError(t, telemetry.WriteEMF(&buf, "Outflow", "outbox", "WARN", time.UnixMilli(123), sum))
 	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte("\n")))
 
@@ -37,6 +38,10 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 		DeadLettered   int64
 		OldestDueAgeMs int64
 		DurationMs     int64
+		Waiting        int64
+		BlockedGroups  int64
+		// OldestBlockedAgeMs is a pointer so a missing field fails.
+		OldestBlockedAgeMs *int64
 	}
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &doc))
 	require.Equal(t, int64(123), doc.AWS.Timestamp)
@@ -55,6 +60,32 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 	require.Equal(t, int64(2), doc.DeadLettered, "expired rows are dead letters too")
 	require.Equal(t, int64(1500), doc.OldestDueAgeMs)
 	require.Equal(t, int64(2000), doc.DurationMs)
+	require.Equal(t, int64(4), doc.Waiting)
+	require.Equal(t, int64(2), doc.BlockedGroups)
+	require.NotNil(t, doc.OldestBlockedAgeMs)
+	require.Equal(t, int64(90000), *doc.OldestBlockedAgeMs)
+	units := map[string]string{}
+	for _, m := range cw.Metrics {
+		units[m.Name] = m.Unit
+	}
+	for name, unit := range map[string]string{"Waiting": "Count", "BlockedGroups": "Count", "OldestBlockedAgeMs": "Milliseconds"} {
+		require.Equal(t, unit, units[name], "%s is declared as a metric", name)
+	}
+}
+
+// TestWriteEMF_ReportsNoBlockedGroupAsZero: every record carries the
+// ordered-group metrics, 0 when none is blocked, so the blocked-group alarm
+// sees the group released.
+func TestWriteEMF_ReportsNoBlockedGroupAsZero(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	require.NoError(t, telemetry.WriteEMF(&buf, "Outflow", "outbox", "INFO", time.UnixMilli(1), telemetry.NewSummary("wake", outbox.Result{Delivered: 1})))
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &doc))
+	for _, name := range []string{"Waiting", "BlockedGroups", "OldestBlockedAgeMs"} {
+		require.Contains(t, doc, name)
+		require.Equal(t, 0.0, doc[name], name)
+	}
 }
 
 func TestLevel_FollowsLambdaLogLevel(t *testing.T) {
