@@ -157,6 +157,7 @@ func TestOperator_ADeadHeadBlocksItsGroupUntilPurgedOrRedriven(t *testing.T) {
 			s = e.sweep(t)
 			require.Zero(t, s.Delivered)
 			require.Equal(t, 1, s.BlockedGroups, "the sweep reports the blocked group")
+			require.Positive(t, s.Waiting, "and the rows waiting behind it")
 			for _, k := range keys[1:] {
 				require.Equal(t, outbox.StatusPending, e.status(t, k))
 			}
