@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/telemetry"
@@ -29,6 +30,8 @@ var DemoParams = map[string]string{
 	"BackoffBaseSeconds": "1",
 	"BackoffMultiplier":  "2",
 	"WakeGraceSeconds":   "2",
+	// The FIFO route keeps staging order per group: the demo checks it.
+	"OrderedRoutes": "events.fifo",
 }
 
 // DemoBrokenRoute is the route the demo adds to a queue that does not
@@ -63,9 +66,12 @@ type DemoReport struct {
 	Delivered    int                     `json:"delivered"`
 	Duplicates   int                     `json:"duplicates"`
 	DeadLettered int                     `json:"dead_lettered"`
-	WakeP50      time.Duration           `json:"wake_p50_ns"`
-	WakeP99      time.Duration           `json:"wake_p99_ns"`
-	Elapsed      time.Duration           `json:"elapsed_ns"`
+	// OrderedGroups counts the groups of ordered routes whose first
+	// arrivals were checked against staging order.
+	OrderedGroups int           `json:"ordered_groups"`
+	WakeP50       time.Duration `json:"wake_p50_ns"`
+	WakeP99       time.Duration `json:"wake_p99_ns"`
+	Elapsed       time.Duration `json:"elapsed_ns"`
 	// Problems lists every way the outcome differs from what was staged;
 	// empty means the demo passed.
 	Problems []string `json:"problems"`
@@ -79,7 +85,11 @@ type Demo struct {
 	mu       sync.Mutex
 	staged   map[string]stagedRow
 	received map[string][]received
-	sweeps   int
+	// arrivals numbers the messages in the order the consumers got them.
+	arrivals int
+	// groups holds each ordered group's keys in staging order.
+	groups map[string][]string
+	sweeps int
 }
 
 type stagedRow struct {
@@ -93,13 +103,14 @@ type received struct {
 	queue   string
 	attempt int
 	at      time.Time
+	n       int // arrival number, for order
 }
 
 // NewDemo returns a demo and the runner options it needs: its template
 // parameters (unless opts already sets them), its broken route, and hooks
 // that record what the consumers receive.
 func NewDemo(opts Options) (Options, *Demo) {
-	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}}
+	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}, groups: map[string][]string{}}
 	if opts.Params == nil {
 		opts.Params = map[string]string{}
 	}
@@ -115,7 +126,8 @@ func NewDemo(opts Options) (Options, *Demo) {
 		key := aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)
 		attempt, _ := strconv.Atoi(aws.ToString(m.MessageAttributes[delivery.AttrAttempt].StringValue))
 		d.mu.Lock()
-		d.received[key] = append(d.received[key], received{queue: queue, attempt: attempt, at: at})
+		d.arrivals++
+		d.received[key] = append(d.received[key], received{queue: queue, attempt: attempt, at: at, n: d.arrivals})
 		d.mu.Unlock()
 	}
 	opts.OnSweep = func(telemetry.Summary) {
@@ -133,7 +145,11 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 	start := time.Now()
 	db := dynamodb.NewFromConfig(r.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	shards, _ := strconv.Atoi(r.Stack.Env["SweepFunction"]["OUTFLOW_SHARDS"])
-	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table, Shards: shards})
+	ordered, err := config.ParseOrdered(r.Stack.Env["SweepFunction"]["OUTFLOW_ORDERED"])
+	if err != nil {
+		return DemoReport{}, err
+	}
+	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table, Shards: shards, Ordered: slices.Sorted(maps.Keys(ordered))})
 	if err != nil {
 		return DemoReport{}, err
 	}
@@ -154,8 +170,12 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 			Attributes: map[string]string{"type": "order.created"}}, true)
 	}
 	for i := range demoEvents {
-		add(outflow.Row{Key: fmt.Sprintf("demo-events-%02d", i), Queue: "events.fifo", Group: fmt.Sprintf("tenant-%d", i%3),
-			Payload: []byte(fmt.Sprintf(`{"event":%d}`, i))}, true)
+		row := outflow.Row{Key: fmt.Sprintf("demo-events-%02d", i), Queue: "events.fifo", Group: fmt.Sprintf("tenant-%d", i%3),
+			Payload: []byte(fmt.Sprintf(`{"event":%d}`, i))}
+		add(row, true)
+		if _, ok := ordered[row.Queue]; ok {
+			d.groups[row.Group] = append(d.groups[row.Group], row.Key)
+		}
 	}
 	add(outflow.Row{Key: keyDelayed, Queue: "orders", Payload: []byte(`{"order":"later"}`), NotBefore: time.Now().Add(demoDelay)}, true)
 	add(outflow.Row{Key: keyNoRoute, Queue: demoNoRoute, Payload: []byte(`{"charge":1}`)}, false)
@@ -267,6 +287,12 @@ func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("received %s, which was never staged", key))
 		}
 	}
+	for _, g := range slices.Sorted(maps.Keys(d.groups)) {
+		if got := d.firstArrivals(d.groups[g]); !slices.Equal(got, d.groups[g]) {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("group %s arrived as %v, staged as %v", g, got, d.groups[g]))
+		}
+		rep.OrderedGroups++
+	}
 	want := map[string]string{keyNoRoute: "no route for queue", keyBroken: ""}
 	maxAttempts, _ := strconv.Atoi(DemoParams["MaxAttempts"])
 	for _, dl := range dead {
@@ -296,6 +322,21 @@ func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 	return rep
 }
 
+// firstArrivals returns the keys that arrived, in the order of their
+// first arrival.
+func (d *Demo) firstArrivals(keys []string) []string {
+	first := map[string]int{}
+	var got []string
+	for _, k := range keys {
+		if r := d.received[k]; len(r) > 0 {
+			first[k] = slices.MinFunc(r, func(a, b received) int { return a.n - b.n }).n
+			got = append(got, k)
+		}
+	}
+	slices.SortFunc(got, func(a, b string) int { return first[a] - first[b] })
+	return got
+}
+
 // Print writes the summary table and the commands to inspect the dead
 // letters.
 func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
@@ -307,6 +348,9 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 	fmt.Fprintf(w, "%-14s %7d %10d %8s %14d\n", "total", rep.Staged, rep.Delivered, "", rep.DeadLettered)
 	fmt.Fprintf(w, "\nwake latency, staged to received: p50 %s, p99 %s\n", rep.WakeP50.Round(time.Millisecond), rep.WakeP99.Round(time.Millisecond))
 	fmt.Fprintf(w, "duplicates: %d   elapsed: %s\n", rep.Duplicates, rep.Elapsed.Round(100*time.Millisecond))
+	if rep.OrderedGroups > 0 {
+		fmt.Fprintf(w, "ordered groups (OrderedRoutes): %d, each received in staging order unless listed below\n", rep.OrderedGroups)
+	}
 	fmt.Fprintf(w, "\ninspect the dead letters (with --keep, while it runs):\n")
 	base := fmt.Sprintf("outflow --endpoint %s --table %s", endpoint, table)
 	fmt.Fprintf(w, "  %s dead list\n  %s dead show %s\n  %s dead redrive --all\n", base, base, keyBroken, base)
