@@ -349,7 +349,7 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 	fmt.Fprintf(w, "\nwake latency, staged to received: p50 %s, p99 %s\n", rep.WakeP50.Round(time.Millisecond), rep.WakeP99.Round(time.Millisecond))
 	fmt.Fprintf(w, "duplicates: %d   elapsed: %s\n", rep.Duplicates, rep.Elapsed.Round(100*time.Millisecond))
 	if rep.OrderedGroups > 0 {
-		fmt.Fprintf(w, "ordered groups (OrderedRoutes): %d, each received in staging order unless listed below\n", rep.OrderedGroups)
+		fmt.Fprintf(w, "ordered groups: %d, first arrivals checked against staging order\n", rep.OrderedGroups)
 	}
 	fmt.Fprintf(w, "\ninspect the dead letters (with --keep, while it runs):\n")
 	base := fmt.Sprintf("outflow --endpoint %s --table %s", endpoint, table)
