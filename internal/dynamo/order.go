@@ -159,13 +159,13 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 
 // Link implements outbox.Store: one strongly consistent read of the
 // fields the head check needs. A field of the wrong type reads as absent,
-// except prev, which makes the link Malformed; an unknown status counts as
-// a dead head.
+// except prev and seq, which make the link Malformed; an unknown status
+// counts as a dead head.
 func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
-	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt}
+	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a"), ExpressionAttributeNames: names,
+		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a, #n, #d"), ExpressionAttributeNames: names,
 	})
 	if err != nil {
 		return outbox.Link{}, fmt.Errorf("link %s: %w", key, err)
@@ -179,10 +179,11 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 		}
 		return ""
 	}
-	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue), Prev: str(AttrPrev)}
-	if v, ok := out.Item[AttrPrev]; ok && l.Prev == "" {
-		if _, isStr := v.(*types.AttributeValueMemberS); !isStr {
-			l.Malformed = fmt.Sprintf("%s must be a string, got %s", AttrPrev, typeName(v))
+	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue)}
+	l.Prev, l.Seq, l.Malformed = readLink(out.Item)
+	if v, ok := out.Item[AttrDueAt].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			l.DueAt = fromMs(n)
 		}
 	}
 	if v, ok := out.Item[AttrAttempt].(*types.AttributeValueMemberN); ok {
@@ -194,4 +195,28 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 		}
 	}
 	return l, nil
+}
+
+// readLink reads a row's place in its ordered group: its predecessor's key
+// (prev, a string) and its place (seq, a whole number), each absent for a
+// row in no group. malformed says what is wrong if either cannot be read.
+func readLink(av map[string]types.AttributeValue) (prev string, seq int64, malformed string) {
+	if v, ok := av[AttrPrev]; ok {
+		s, isStr := v.(*types.AttributeValueMemberS)
+		if !isStr {
+			return "", 0, fmt.Sprintf("%s must be a string, got %s", AttrPrev, typeName(v))
+		}
+		prev = s.Value
+	}
+	if v, ok := av[AttrSeq]; ok {
+		n, isNum := v.(*types.AttributeValueMemberN)
+		var err error
+		if isNum {
+			seq, err = strconv.ParseInt(n.Value, 10, 64)
+		}
+		if !isNum || err != nil || seq < 0 {
+			return "", 0, fmt.Sprintf("%s must be a whole number, got %s", AttrSeq, typeName(v))
+		}
+	}
+	return prev, seq, ""
 }

@@ -121,7 +121,7 @@ func TestGroupTail_RefusesAMalformedGroupItem(t *testing.T) {
 	require.ErrorIs(t, s.StageOrdered(context.Background(), orderedRow("a", "g"), t0), dynamo.ErrMalformed)
 }
 
-func TestLink_ReadsStatusPredecessorAndFailureTime(t *testing.T) {
+func TestLink_ReadsStatusPredecessorPlaceAndFailureTime(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, 0)
 	ctx := context.Background()
@@ -134,8 +134,8 @@ func TestLink_ReadsStatusPredecessorAndFailureTime(t *testing.T) {
 		key  string
 		want outbox.Link
 	}{
-		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Attempt: 1, Queue: "events.fifo", FailedAt: t0}},
-		{"b", outbox.Link{Found: true, Status: outbox.StatusPending, Queue: "events.fifo", Prev: "a"}},
+		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Attempt: 1, Queue: "events.fifo", FailedAt: t0, Seq: 1}},
+		{"b", outbox.Link{Found: true, Status: outbox.StatusPending, Queue: "events.fifo", Prev: "a", Seq: 2, DueAt: t0}},
 		{"nothing", outbox.Link{}},
 	}
 	for _, tt := range tests {

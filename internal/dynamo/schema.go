@@ -89,7 +89,7 @@ var Table = Schema{
 		AttrFailedAt:  types.ScalarAttributeTypeN,
 	},
 	Indexes: []Index{
-		{Name: DueIndex, PartitionKey: AttrShard, SortKey: AttrDueAt, NonKeyAttributes: []string{AttrCreatedAt, AttrQueue}},
+		{Name: DueIndex, PartitionKey: AttrShard, SortKey: AttrDueAt, NonKeyAttributes: []string{AttrCreatedAt, AttrQueue, AttrPrev, AttrSeq}},
 		{Name: DeadIndex, PartitionKey: AttrDeadQueue, SortKey: AttrFailedAt, NonKeyAttributes: []string{AttrAttempt, AttrLastError}},
 	},
 	StreamView:   types.StreamViewTypeNewImage,

@@ -217,6 +217,11 @@ func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
 			ref.CreatedAt = fromMs(ms)
 		}
 	}
+	// The index projects the row's place in its ordered group, so the
+	// head check need not read the row; one it cannot read, it reads.
+	if prev, seq, malformed := readLink(av); malformed == "" {
+		ref.Prev, ref.Seq, ref.Linked = prev, seq, true
+	}
 	return ref
 }
 

@@ -19,6 +19,8 @@ func FuzzDueInserts(f *testing.F) {
 		`{"Records":[{"eventName":"MODIFY","dynamodb":{"NewImage":{"pk":{"S":"a"}}}},{"eventName":"REMOVE"}]}`,
 		`{"Records":[{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"N":"1"},"status":{"BOOL":true},"due_at":{"S":"x"}}}}]}`,
 		`{"Records":[{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"M":{}},"status":{"L":[]},"due_at":{"N":"99999999999999999999"}}}}]}`,
+		`{"Records":[{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"b"},"status":{"S":"pending"},"due_at":{"N":"5"},"prev":{"S":"a"},"seq":{"S":"2"}}}}]}`,
+		`{"Records":[{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"b"},"status":{"S":"pending"},"due_at":{"N":"5"},"prev":{"N":"1"},"seq":{"N":"-2"}}}}]}`,
 		`{"Records":[{}]}`,
 		`{}`,
 	} {

@@ -90,6 +90,19 @@ func DueInserts(ev events.DynamoDBEvent, now time.Time) (refs []outbox.DueRef, i
 		} else if prev, ok := stringAttr(img, dynamo.AttrPrev); ok {
 			ref.Prev, ref.Linked = prev, true
 		}
+		if seq, ok := img[dynamo.AttrSeq]; ok && ref.Linked {
+			// A place that is not a whole number leaves the row for the
+			// engine to read, like a prev of the wrong type.
+			n, err := int64(-1), error(nil)
+			if seq.DataType() == events.DataTypeNumber {
+				n, err = strconv.ParseInt(seq.Number(), 10, 64)
+			}
+			if err != nil || n < 0 {
+				ref.Prev, ref.Linked = "", false
+			} else {
+				ref.Seq = n
+			}
+		}
 		refs = append(refs, ref)
 	}
 	return refs, ignored

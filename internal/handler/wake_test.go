@@ -50,7 +50,7 @@ func TestDueInserts_PicksPendingDueInsertsAndSaysWhyNotForTheRest(t *testing.T) 
 	}
 }
 
-func TestDueInserts_CarriesTheQueueAndTheOrderedPredecessorFromTheImage(t *testing.T) {
+func TestDueInserts_CarriesTheQueueAndTheOrderedPredecessorAndPlaceFromTheImage(t *testing.T) {
 	t.Parallel()
 	now := time.UnixMilli(10_000)
 	tests := []struct {
@@ -60,9 +60,12 @@ func TestDueInserts_CarriesTheQueueAndTheOrderedPredecessorFromTheImage(t *testi
 		{"unordered", `{"pk":{"S":"a"},"queue":{"S":"orders"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
 			outbox.DueRef{Key: "a", Queue: "orders", Linked: true}},
 		{"first of its group", `{"pk":{"S":"a"},"queue":{"S":"e.fifo"},"seq":{"N":"1"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
-			outbox.DueRef{Key: "a", Queue: "e.fifo", Linked: true}},
+			outbox.DueRef{Key: "a", Queue: "e.fifo", Linked: true, Seq: 1}},
 		{"behind another", `{"pk":{"S":"b"},"queue":{"S":"e.fifo"},"seq":{"N":"2"},"prev":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
-			outbox.DueRef{Key: "b", Queue: "e.fifo", Prev: "a", Linked: true}},
+			outbox.DueRef{Key: "b", Queue: "e.fifo", Prev: "a", Linked: true, Seq: 2}},
+		// So is a place that is not a whole number.
+		{"seq not a number", `{"pk":{"S":"b"},"queue":{"S":"e.fifo"},"seq":{"S":"2"},"prev":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
+			outbox.DueRef{Key: "b", Queue: "e.fifo"}},
 		// A prev of the wrong type is not trusted: the engine reads the row.
 		{"prev not a string", `{"pk":{"S":"b"},"queue":{"S":"e.fifo"},"prev":{"N":"7"},"status":{"S":"pending"},"due_at":{"N":"1"}}`,
 			outbox.DueRef{Key: "b", Queue: "e.fifo"}},

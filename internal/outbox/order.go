@@ -33,8 +33,12 @@ type Link struct {
 	Queue    string
 	Prev     string
 	FailedAt time.Time
-	// Malformed says why the row's own link cannot be read (a prev of the
-	// wrong type), empty if it can. Such a row's place in its group is
+	// Seq is the row's place in its group (0 if it has none), DueAt when
+	// it is due.
+	Seq   int64
+	DueAt time.Time
+	// Malformed says why the row's own link cannot be read (a prev or seq
+	// of the wrong type), empty if it can. Such a row's place in its group is
 	// unknown, so it never lets a successor go, under either policy: its
 	// dead letter blocks until an operator purges it.
 	Malformed string
@@ -56,36 +60,92 @@ const (
 // goes in the next round of the same run, without a query or a read.
 type order struct {
 	mu sync.Mutex
-	// mine holds the keys this run has in hand and has not yet settled.
-	mine map[string]bool
+	// mine holds the keys this run has in hand and has not yet settled,
+	// with each row's place in its group once known (0 until then).
+	mine map[string]int64
 	// parked holds, per predecessor, the rows waiting behind it: a key in
 	// mine, or a pending row the run may yet be given (a later page, shard
-	// or pass); waiting holds every key in parked or ready, so a row the
+	// or pass); queued holds every key in parked or ready, so a row the
 	// run is given again while it waits is not checked twice.
-	parked  map[string][]DueRef
-	waiting map[string]bool
-	// settled holds keys this run settled so their successors may go.
-	settled map[string]bool
+	parked map[string][]DueRef
+	queued map[string]bool
+	// left holds the rows the run left to wait for a later run, until it
+	// hands them on after all.
+	left map[string]bool
+	// settled holds the rows this run settled for their groups, by key:
+	// their place, so a key staged again is not taken for them, and
+	// whether they are dead letters (under skip), whose successors are
+	// checked under their own route's policy.
+	settled map[string]settledRow
 	// ready holds parked rows whose predecessor settled, for the next round.
 	ready []DueRef
 	// oldestBlocked is the earliest failure time of a blocking dead head
 	// seen, zero if none; blocked counts them.
 	oldestBlocked time.Time
 	blocked       map[string]bool
-	// prevs caches each row's predecessor as read, for later passes.
-	prevs sync.Map
+	// links caches each row's predecessor and place as read, for later
+	// passes.
+	links sync.Map // key -> DueRef
+}
+
+// settledRow is a row this run settled for its group.
+type settledRow struct {
+	seq  int64
+	dead bool
+}
+
+// lets reports whether a row of place seq may go behind this settled
+// predecessor: it is the one the row names (same key, place seq-1, where
+// both are known), and not a dead letter, whose successors are checked
+// under their own policy.
+func (s settledRow) lets(seq int64) bool {
+	return !s.dead && (seq <= 1 || s.seq <= 0 || s.seq == seq-1)
 }
 
 func newOrder() *order {
-	return &order{mine: map[string]bool{}, parked: map[string][]DueRef{}, waiting: map[string]bool{}, settled: map[string]bool{}, blocked: map[string]bool{}}
+	return &order{mine: map[string]int64{}, parked: map[string][]DueRef{}, queued: map[string]bool{}, left: map[string]bool{}, settled: map[string]settledRow{}, blocked: map[string]bool{}}
 }
 
-// hold records that this run has key in hand: its source gave it, and
+// hold records that this run has ref in hand: its source gave it, and
 // until it is settled or let go, rows behind it may park behind it.
-func (o *order) hold(key string) {
+func (o *order) hold(ref DueRef) {
 	o.mu.Lock()
-	o.mine[key] = true
+	o.mine[ref.Key] = ref.Seq
 	o.mu.Unlock()
+}
+
+// holds reports whether this run holds the row ref names as its
+// predecessor: a row of that key, in the place before ref's where both
+// are known (a key delivered and staged again is another row). The
+// caller holds mu.
+func (o *order) holds(ref DueRef) bool {
+	seq, ok := o.mine[ref.Prev]
+	return ok && (seq <= 0 || ref.Seq <= 1 || seq == ref.Seq-1)
+}
+
+// learn records the place of a row this run holds, once read. Rows parked
+// behind its key that name another place (an earlier row of the key) go
+// back to be checked again: they do not wait for this one.
+func (o *order) learn(key string, seq int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.mine[key]; !ok || seq <= 0 {
+		return
+	}
+	o.mine[key] = seq
+	var keep []DueRef
+	for _, ref := range o.parked[key] {
+		if ref.Seq > 1 && ref.Seq-1 != seq {
+			o.ready = append(o.ready, ref)
+			continue
+		}
+		keep = append(keep, ref)
+	}
+	if len(keep) == 0 {
+		delete(o.parked, key)
+	} else {
+		o.parked[key] = keep
+	}
 }
 
 // park puts ref behind its predecessor if this run holds it (or, with
@@ -95,41 +155,61 @@ func (o *order) hold(key string) {
 func (o *order) park(ref DueRef, pending bool) (parked, settled bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.settled[ref.Prev] {
+	if s, ok := o.settled[ref.Prev]; ok && s.lets(ref.Seq) {
 		return false, true
 	}
-	if o.mine[ref.Prev] || pending {
+	if o.holds(ref) || pending {
 		o.parked[ref.Prev] = append(o.parked[ref.Prev], ref)
-		o.waiting[ref.Key] = true
+		o.queued[ref.Key] = true
 		return true, false
 	}
 	return false, false
+}
+
+// leave records that the run left key to wait for a later run.
+func (o *order) leave(key string) {
+	o.mu.Lock()
+	o.left[key] = true
+	o.mu.Unlock()
+}
+
+// took records that the run handed key on after all.
+func (o *order) took(key string) {
+	o.mu.Lock()
+	delete(o.left, key)
+	o.mu.Unlock()
 }
 
 // isWaiting reports whether key is parked or ready in this run already.
 func (o *order) isWaiting(key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.waiting[key]
+	return o.queued[key]
 }
 
-// stillParked counts the rows parked at the end of a run: behind a pending
-// predecessor the run was never given, and the rows behind them.
-func (o *order) stillParked() int {
+// waiting counts the rows a run leaves to wait for a later one: those it
+// left, and those still parked at its end (behind a pending predecessor
+// it was never given, and the rows behind them), each once.
+func (o *order) waiting() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := 0
+	n := len(o.left)
 	for _, refs := range o.parked {
-		n += len(refs)
+		for _, ref := range refs {
+			if !o.left[ref.Key] {
+				n++
+			}
+		}
 	}
 	return n
 }
 
-// state reports whether this run settled key, or holds it.
-func (o *order) state(key string) (settled, mine bool) {
+// state reports whether this run settled ref's predecessor, or holds it.
+func (o *order) state(ref DueRef) (settled, mine bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.settled[key], o.mine[key]
+	s, ok := o.settled[ref.Prev]
+	return ok && s.lets(ref.Seq), o.holds(ref)
 }
 
 // parkOrReady parks ref behind its predecessor if this run still holds
@@ -137,45 +217,45 @@ func (o *order) state(key string) (settled, mine bool) {
 func (o *order) parkOrReady(ref DueRef) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	s, settled := o.settled[ref.Prev]
 	switch {
-	case o.settled[ref.Prev]:
+	case settled && s.lets(ref.Seq):
 		o.ready = append(o.ready, ref)
-	case o.mine[ref.Prev]:
+	case o.holds(ref):
 		o.parked[ref.Prev] = append(o.parked[ref.Prev], ref)
 	default:
 		return false
 	}
-	o.waiting[ref.Key] = true
+	o.queued[ref.Key] = true
 	return true
 }
 
 // release ends this run's hold on key. When the row is settled for its
-// group (done, or dead under skip) the rows parked behind it are ready for
-// the next round. Otherwise they, and the rows parked behind them, are
-// dropped, for a later sweep to find; release returns how many.
-func (o *order) release(key string, settled bool) (dropped int) {
+// group (as: done, or dead under skip) the rows parked behind it are ready
+// for the next round. Otherwise (as nil) they, and the rows parked behind
+// them, are dropped, for a later sweep to find.
+func (o *order) release(key string, as *settledRow) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.mine[key] {
-		return 0
+	if _, ok := o.mine[key]; !ok {
+		return
 	}
 	delete(o.mine, key)
 	behind := o.parked[key]
 	delete(o.parked, key)
-	if settled {
-		o.settled[key] = true
+	if as != nil {
+		o.settled[key] = *as
 		o.ready = append(o.ready, behind...)
-		return 0
+		return
 	}
 	for len(behind) > 0 {
 		ref := behind[0]
 		behind = append(behind[1:], o.parked[ref.Key]...)
 		delete(o.parked, ref.Key)
 		delete(o.mine, ref.Key)
-		delete(o.waiting, ref.Key)
-		dropped++
+		delete(o.queued, ref.Key)
+		o.left[ref.Key] = true
 	}
-	return dropped
 }
 
 // takeReady returns and clears the rows ready for the next round.
@@ -185,7 +265,7 @@ func (o *order) takeReady() []DueRef {
 	r := o.ready
 	o.ready = nil
 	for _, ref := range r {
-		delete(o.waiting, ref.Key)
+		delete(o.queued, ref.Key)
 	}
 	return r
 }
@@ -271,8 +351,9 @@ func (e *Engine) settles(l Link, queue string) gate {
 // the predecessor's state with a strongly consistent read.
 func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 	if !ref.Linked {
-		if prev, ok := r.order.prevs.Load(ref.Key); ok {
-			ref.Prev, ref.Linked = prev.(string), true
+		if known, ok := r.order.links.Load(ref.Key); ok {
+			k := known.(DueRef)
+			ref.Prev, ref.Seq, ref.Linked = k.Prev, k.Seq, true
 		}
 	}
 	if !ref.Linked {
@@ -283,10 +364,13 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 		if !l.Found {
 			return gateWait // gone since the query: nothing to claim
 		}
-		ref.Prev, ref.Linked = l.Prev, true
-		r.order.prevs.Store(ref.Key, l.Prev) // it never changes
+		ref.Prev, ref.Seq, ref.Linked = l.Prev, l.Seq, true
+		r.order.links.Store(ref.Key, DueRef{Prev: l.Prev, Seq: l.Seq}) // they never change
+		r.order.learn(ref.Key, l.Seq)
 	}
-	if ref.Prev == "" {
+	// A row that names its own key was staged again after that key's row
+	// was delivered while it was the group's tail: its predecessor is gone.
+	if ref.Prev == "" || ref.Prev == ref.Key {
 		return gateGo
 	}
 	if parked, settled := r.order.park(*ref, false); parked {
@@ -294,7 +378,7 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 	} else if settled {
 		return gateGo
 	}
-	g, l := r.prevGate(ctx, ref.Prev, ref.Queue)
+	g, l := r.prevGate(ctx, *ref)
 	if g != gateWait || l.Status != StatusPending {
 		return g
 	}
@@ -306,31 +390,73 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 	return gateParked
 }
 
-// prevGate reads the predecessor prev of a row of queue and says whether
-// the row may go. On the wake's path it waits up to the policy's HeadWait
-// for a predecessor in flight elsewhere, so a burst of one group whose rows
-// reached different invocations still leaves in about a second.
-func (r *run) prevGate(ctx context.Context, prev, queue string) (gate, Link) {
+// prevGate reads the predecessor of ref and says whether ref may go. On
+// the wake's path it waits up to the policy's HeadWait for a predecessor
+// in flight elsewhere, so a burst of one group whose rows reached
+// different invocations still leaves in about a second.
+func (r *run) prevGate(ctx context.Context, ref DueRef) (gate, Link) {
 	until := time.Now().Add(r.headWait)
+	inFlight := -1 // unknown until the first read says the row waits
 	for pause := headPoll; ; pause = min(2*pause, maxHeadPoll) {
-		l, err := r.store.Link(ctx, prev)
+		l, err := r.store.Link(ctx, ref.Prev)
 		if err != nil {
-			return r.linkFailed(ctx, prev, err), l
+			return r.linkFailed(ctx, ref.Prev, err), l
 		}
-		g := r.settles(l, queue)
+		if l.Found && l.Malformed == "" && ref.Seq > 1 && l.Seq > 0 && l.Seq != ref.Seq-1 {
+			// The key was delivered and staged again, in another place:
+			// the row it names is gone.
+			l = Link{}
+		}
+		g := r.settles(l, ref.Queue)
 		if g == gateBlocked {
-			r.order.noteBlocked(prev, l.FailedAt)
+			r.order.noteBlocked(ref.Prev, l.FailedAt)
 		}
-		inFlight := l.Status == StatusClaimed || l.Status == StatusPending && l.Attempt == 0
-		if g != gateWait || !inFlight || time.Now().Add(pause).After(until) || r.pastDeadline() {
+		if g != gateWait || r.headWait <= 0 || time.Now().Add(pause).After(until) || r.pastDeadline() {
 			return g, l
 		}
+		if inFlight < 0 {
+			inFlight = 0
+			if r.mayMove(ctx, l, ref.Queue) {
+				inFlight = 1
+			}
+		}
+		if inFlight == 0 {
+			return g, l
+		}
+		// A claimer waiting here is not a claim on its way: the batcher
+		// need not hold other rows' batches for it.
+		r.claiming.Add(-1)
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
+		}
+		r.claiming.Add(1)
+		if ctx.Err() != nil {
 			return gateError, l
 		}
 	}
+}
+
+// mayMove reports whether a predecessor the wake would wait for is in
+// flight elsewhere: claimed, or pending, never tried, due, and not itself
+// held behind a dead letter (one more read, on the wake's path only). A
+// row that is not due, or blocked, will not move within any HeadWait.
+func (r *run) mayMove(ctx context.Context, l Link, queue string) bool {
+	if l.Status == StatusClaimed {
+		return true
+	}
+	if l.Status != StatusPending || l.Attempt != 0 || l.DueAt.After(r.now()) {
+		return false
+	}
+	if l.Prev == "" {
+		return true
+	}
+	before, err := r.store.Link(ctx, l.Prev)
+	if err != nil {
+		return false
+	}
+	dh, _ := r.headPolicy(queue)
+	return !before.Blocks(dh)
 }
 
 // The wake polls a predecessor in flight from headPoll apart, doubling to
@@ -348,13 +474,14 @@ const (
 // and the row parks behind the predecessor if this run holds it, or waits
 // for a later sweep.
 func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
-	settled, mine := r.order.state(row.Prev)
+	ref := DueRef{Key: row.Key, Queue: row.Queue, Prev: row.Prev, Seq: row.Seq, Linked: true}
+	settled, mine := r.order.state(ref)
 	if settled {
 		return true
 	}
 	g := gateWait
 	if !mine {
-		if g, _ = r.prevGate(ctx, row.Prev, row.Queue); g == gateGo {
+		if g, _ = r.prevGate(ctx, ref); g == gateGo {
 			return true
 		}
 	}
@@ -363,17 +490,18 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 			"key", row.Key, "queue", row.Queue)
 	}
 	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), nil)
+	r.budget.Add(1) // a claim released unsent delivers nothing
 	// Not again in this run, unless its predecessor is delivered in it:
 	// each try costs a claim and a release, and a sweep that claims
 	// something runs another pass.
 	r.held.Store(row.Key, forever)
-	if mine && r.order.parkOrReady(DueRef{Key: row.Key, Queue: row.Queue, Prev: row.Prev, Linked: true}) {
+	if mine && r.order.parkOrReady(ref) {
 		return false
 	}
 	if g == gateWait {
-		r.t.waiting.Add(1)
+		r.order.leave(row.Key)
 	}
-	r.settledFor(row, false)
+	r.settledFor(row, false, false)
 	return false
 }
 
@@ -381,9 +509,13 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 var forever = time.Unix(1<<62, 0)
 
 // settledFor ends the run's hold on a row after its settle: ok when the
-// row no longer holds its group (delivered, or dead under skip).
-func (r *run) settledFor(row Row, ok bool) {
-	r.t.waiting.Add(int64(r.order.release(row.Key, ok)))
+// row no longer holds its group (delivered, or dead under skip: dead).
+func (r *run) settledFor(row Row, ok, dead bool) {
+	var as *settledRow
+	if ok {
+		as = &settledRow{seq: row.Seq, dead: dead}
+	}
+	r.order.release(row.Key, as)
 }
 
 // deadSettles reports whether a dead letter of this row lets its group go:
@@ -403,7 +535,9 @@ func (r *run) nextInGroups(ctx context.Context) {
 			return
 		}
 		if ctx.Err() != nil || r.budgetSpent() || r.pastDeadline() {
-			r.t.waiting.Add(int64(len(refs)))
+			for _, ref := range refs {
+				r.order.leave(ref.Key)
+			}
 			return
 		}
 		for _, ref := range refs {
@@ -418,7 +552,7 @@ func (r *run) nextInGroups(ctx context.Context) {
 func (r *run) emit(refs []DueRef) func(context.Context, chan<- DueRef) {
 	return func(ctx context.Context, out chan<- DueRef) {
 		for _, ref := range refs {
-			r.order.hold(ref.Key)
+			r.order.hold(ref)
 		}
 		for _, ref := range refs {
 			select {

@@ -51,7 +51,7 @@ type Result struct {
 // tally is the concurrent counterpart of Result.
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
-	expired, skipped, conflicts, errors, waiting        atomic.Int64
+	expired, skipped, conflicts, errors                 atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -65,6 +65,5 @@ func (t *tally) result() Result {
 		Skipped:      int(t.skipped.Load()),
 		Conflicts:    int(t.conflicts.Load()),
 		Errors:       int(t.errors.Load()),
-		Waiting:      int(t.waiting.Load()),
 	}
 }

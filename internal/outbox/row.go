@@ -149,6 +149,11 @@ type DueRef struct {
 	// otherwise the engine reads it when the route is ordered.
 	Prev   string
 	Linked bool
+	// Seq is the row's place in its group when Linked, 0 if unknown. Its
+	// predecessor's place is Seq-1: a key delivered and staged again is a
+	// new row with another place, which a check must not take for the
+	// predecessor its successor names.
+	Seq int64
 	// Cursor, when set on the last entry of a page, is the store's own
 	// position after it (DynamoDB's LastEvaluatedKey as returned), for the
 	// next QueryDue to resume exactly there. Opaque to the engine.

@@ -37,6 +37,9 @@ type run struct {
 	// headWait is how long a head check may wait for a predecessor in
 	// flight elsewhere: the policy's HeadWait on the wake's path, else 0.
 	headWait time.Duration
+	// claiming counts the claims on their way in the current pass, so the
+	// batcher knows more rows may be coming.
+	claiming atomic.Int64
 }
 
 func (r *run) pastDeadline() bool {
@@ -50,7 +53,7 @@ func (r *run) finish(stopped string) Result {
 	if o := r.oldest.Load(); o != noDue {
 		res.OldestDueAge = ageSince(r.start, o)
 	}
-	res.Waiting += r.order.stillParked()
+	res.Waiting = r.order.waiting()
 	res.BlockedGroups = len(r.order.blocked)
 	if !r.order.oldestBlocked.IsZero() {
 		res.OldestBlockedAge = max(0, r.start.Sub(r.order.oldestBlocked))
@@ -75,13 +78,12 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 	}()
 
 	var claimers sync.WaitGroup
-	var claiming atomic.Int64
 	for range conc {
 		claimers.Go(func() {
 			for ref := range refs {
-				claiming.Add(1)
+				r.claiming.Add(1)
 				r.claim(ctx, ref, claimed)
-				claiming.Add(-1)
+				r.claiming.Add(-1)
 			}
 		})
 	}
@@ -92,7 +94,7 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 
 	go func() {
 		defer close(batches)
-		r.batch(claimed, batches, func() bool { return len(refs) == 0 && claiming.Load() == 0 && r.querying.Load() == 0 })
+		r.batch(claimed, batches, func() bool { return len(refs) == 0 && r.claiming.Load() == 0 && r.querying.Load() == 0 })
 	}()
 
 	var senders sync.WaitGroup
@@ -143,7 +145,7 @@ func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan
 	}
 	r.noteDue(refs[0].DueAt)
 	for _, ref := range refs {
-		r.order.hold(ref.Key)
+		r.order.hold(ref)
 		select {
 		case out <- ref:
 		case <-ctx.Done():
@@ -188,7 +190,7 @@ func ageSince(start time.Time, dueMs int64) time.Duration {
 // the rows parked behind it go back to waiting.
 func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 	if !r.claimOne(ctx, ref, out) {
-		r.t.waiting.Add(int64(r.order.release(ref.Key, false)))
+		r.order.release(ref.Key, nil)
 	}
 }
 
@@ -219,12 +221,13 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		case gateParked:
 			return true
 		case gateWait:
-			r.t.waiting.Add(1)
+			r.order.leave(ref.Key)
 			return false
 		case gateBlocked:
 			// An operator's redrive or purge is what changes it: not
 			// again in this run.
 			r.held.Store(ref.Key, forever)
+			r.order.leave(ref.Key)
 			return false
 		case gateError:
 			return false
@@ -257,11 +260,12 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	}
 	// The check above vouches for the predecessor it read: a wake ref's
 	// comes from a stream image, which may be of an earlier row of that key.
-	if row.Prev != "" && (!checked || row.Prev != ref.Prev) && !r.headAfterClaim(ctx, row, listed) {
+	if row.Prev != "" && (!checked || row.Prev != ref.Prev || row.Seq != ref.Seq) && !r.headAfterClaim(ctx, row, listed) {
 		return true
 	}
 	select {
 	case out <- row:
+		r.order.took(row.Key)
 		return true
 	case <-ctx.Done():
 		return false
@@ -377,7 +381,7 @@ func (r *run) send(ctx context.Context, rows []Row) {
 	if r.pastDeadline() {
 		r.each(rows, func(_ int, row Row) {
 			r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
-			r.settledFor(row, false)
+			r.settledFor(row, false, false)
 		})
 		return
 	}
@@ -412,17 +416,17 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.t.delivered.Add(1)
 		err := r.store.Done(ctx, row, now)
 		r.count(ctx, "done", row.Key, err, nil)
-		r.settledFor(row, err == nil)
+		r.settledFor(row, err == nil, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "error", sendErr)
 		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
-		r.settledFor(row, (err == nil || errors.Is(err, ErrDeadLettered)) && r.deadSettles(row))
+		r.settledFor(row, (err == nil || errors.Is(err, ErrDeadLettered)) && r.deadSettles(row), true)
 	default:
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
 		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
-		r.settledFor(row, false)
+		r.settledFor(row, false, false)
 	}
 }
