@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"syscall"
 	"testing"
@@ -199,4 +200,59 @@ func maxU(a, b uint64) uint64 {
 		return a
 	}
 	return b
+}
+
+// GroupRun is one sweep over rows in FIFO groups, ordered or not, against
+// the latency fakes.
+type GroupRun struct {
+	Throughput
+	// Groups is how many groups the rows were in.
+	Groups int
+	// Calls counts the store's calls by method, and Sends the sink's.
+	Calls map[string]int64
+	Sends int64
+	// OutOfOrder counts rows of ordered groups the sink received other
+	// than right after their predecessor; it must be 0.
+	OutOfOrder int64
+}
+
+// PerRow returns the store calls of method per row delivered.
+func (g GroupRun) PerRow(method string) float64 {
+	if g.Rows == 0 {
+		return 0
+	}
+	return float64(g.Calls[method]) / float64(g.Rows)
+}
+
+// GroupSweep drains rows on FIFOQueue, in groups of groupSize consecutive
+// rows, through one sweep with the given latencies and claim concurrency.
+// With ordered set the groups are chains and the route is listed as
+// ordered (dead heads block), so a row goes only once its predecessor is
+// settled; without, the same rows go with no order, the baseline.
+func GroupSweep(rows, groupSize int, ordered bool, concurrency, pageSize int, storeLat, sendLat time.Duration) (GroupRun, error) {
+	store := NewGroupSynthStore(rows, 4, groupSize, ordered, PayloadBytes, epoch)
+	store.Latency = storeLat
+	sink := &Sink{Latency: sendLat}
+	pol := policy(concurrency)
+	pol.PageSize = pageSize
+	if ordered {
+		pol.Ordered = map[string]outbox.DeadHead{FIFOQueue: outbox.DeadHeadBlock}
+	}
+	e, err := outbox.New(store, sink, pol, outbox.WithClock(func() time.Time { return epoch }))
+	if err != nil {
+		return GroupRun{}, fmt.Errorf("group sweep: %w", err)
+	}
+	var res outbox.Result
+	t := measure(rows, func() int {
+		res, _ = e.Sweep(context.Background())
+		return res.Delivered
+	})
+	run := GroupRun{Throughput: t, Groups: (rows + groupSize - 1) / groupSize, Calls: map[string]int64{}, Sends: sink.Calls(), OutOfOrder: sink.OutOfOrder()}
+	for _, m := range []string{"QueryDue", "Claim", "Done", "Link", "Retry", "Release", "DeadLetter"} {
+		run.Calls[m] = store.Count(m)
+	}
+	if t.Rows != rows {
+		return run, fmt.Errorf("group sweep of %d rows in groups of %d (ordered %t) delivered %d (stopped: %s)", rows, groupSize, ordered, t.Rows, res.Stopped)
+	}
+	return run, nil
 }

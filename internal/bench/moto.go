@@ -29,6 +29,29 @@ type MotoResult struct {
 	Dispatch    *Requests // requests made by the dispatcher
 	PayloadSize int
 	ItemSize    int
+	// OutOfOrder counts, for an ordered drain, the rows whose first
+	// arrival came other than right after their predecessor's.
+	OutOfOrder int
+}
+
+// outOfOrder counts the keys in first, the keys in order of first arrival,
+// that did not arrive right after the row before them in their group of
+// groupSize consecutive rows.
+func outOfOrder(first []string, groupSize int) int {
+	next := map[int]int{} // group -> index of the row expected next
+	bad := 0
+	for _, k := range first {
+		i := index(k)
+		g := i / groupSize
+		if _, ok := next[g]; !ok {
+			next[g] = g * groupSize
+		}
+		if i != next[g] {
+			bad++
+		}
+		next[g] = max(next[g], i+1)
+	}
+	return bad
 }
 
 // endpointConfig is an instrumented config for a local endpoint.
@@ -47,7 +70,21 @@ func endpointConfig(ctx context.Context, endpoint string, reqs *Requests) (aws.C
 // one FIFO) on a new table at endpoint, then drains them with the engine
 // (naive false) or the naive baseline (naive true), counting requests,
 // while a consumer per queue empties the queues.
-func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool) (res MotoResult, err error) {
+func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool) (MotoResult, error) {
+	return drainOnEndpoint(ctx, endpoint, rows, payloadBytes, naive, 0)
+}
+
+// DrainOrderedOnEndpoint is DrainOnEndpoint for ordered rows: every row
+// goes to FIFOQueue, an ordered route for the producer and the engine
+// (dead heads block), in groups of groupSize consecutive rows, each group
+// staged in order.
+func DrainOrderedOnEndpoint(ctx context.Context, endpoint string, rows, groupSize, payloadBytes int) (MotoResult, error) {
+	return drainOnEndpoint(ctx, endpoint, rows, payloadBytes, false, max(groupSize, 1))
+}
+
+// drainOnEndpoint is DrainOnEndpoint, or with groupSize set its ordered
+// variant.
+func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool, groupSize int) (res MotoResult, err error) {
 	res = MotoResult{Rows: rows, Stage: NewRequests(), Dispatch: NewRequests(), PayloadSize: payloadBytes}
 	stageCfg, err := endpointConfig(ctx, endpoint, res.Stage)
 	if err != nil {
@@ -75,7 +112,11 @@ func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 		}
 		routes[q] = aws.ToString(out.QueueUrl)
 	}
-	p, err := outflow.NewProducer(admin, outflow.Config{Table: table})
+	pcfg := outflow.Config{Table: table}
+	if groupSize > 0 {
+		pcfg.Ordered = []string{FIFOQueue}
+	}
+	p, err := outflow.NewProducer(admin, pcfg)
 	if err != nil {
 		return res, err
 	}
@@ -89,7 +130,10 @@ func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	for i := range rows {
 		q := Queues[i%len(Queues)]
 		r := outflow.Row{Key: Key(i), Queue: q, Payload: payload, Attributes: map[string]string{"type": "bench"}}
-		if strings.HasSuffix(q, ".fifo") {
+		switch {
+		case groupSize > 0:
+			r.Queue, r.Group = FIFOQueue, fmt.Sprintf("g%d", i/groupSize)
+		case strings.HasSuffix(q, ".fifo"):
 			r.Group = fmt.Sprintf("g%d", i%16)
 		}
 		if batch = append(batch, r); len(batch) == cap(batch) {
@@ -123,8 +167,12 @@ func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	}
 	finish := ConsumeAll(ctx, sqs.NewFromConfig(consumerCfg), slices.Collect(maps.Values(routes)))
 	defer func() {
-		if _, cerr := finish(); cerr != nil && err == nil {
+		got, cerr := finish()
+		if cerr != nil && err == nil {
 			err = cerr
+		}
+		if groupSize > 0 {
+			res.OutOfOrder = outOfOrder(got.First, groupSize)
 		}
 	}()
 
@@ -137,6 +185,9 @@ func DrainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	}
 	pol := outbox.DefaultPolicy()
 	pol.WakeGrace, pol.RowBudget = 0, 1<<30
+	if groupSize > 0 {
+		pol.Ordered = map[string]outbox.DeadHead{FIFOQueue: outbox.DeadHeadBlock}
+	}
 	e, err := outbox.New(store, sender, pol)
 	if err != nil {
 		return res, err

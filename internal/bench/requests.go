@@ -24,8 +24,11 @@ type Requests struct {
 }
 
 type write struct {
-	kind string // stage, claim, done, retry, fail, release, other
+	kind string // stage, group, claim, done, retry, fail, release, other
 	key  string
+	// tx marks a write made inside TransactWriteItems, which DynamoDB
+	// bills twice (prepare and commit).
+	tx bool
 }
 
 // NewRequests returns an empty counter.
@@ -58,6 +61,31 @@ func (r *Requests) record(op string, params any) {
 		r.writes = append(r.writes, write{kind: updateKind(in), key: keyOf(in.Key)})
 	case *dynamodb.DeleteItemInput:
 		r.writes = append(r.writes, write{kind: "done", key: keyOf(in.Key)})
+	case *dynamodb.TransactWriteItemsInput:
+		// An ordered row's staging: the row's put and its group item's
+		// update (the group item's size is its key and what the update
+		// sets).
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				key := keyOf(it.Put.Item)
+				r.sizes[key] = ItemSize(it.Put.Item)
+				r.writes = append(r.writes, write{kind: "stage", key: key, tx: true})
+			case it.Update != nil:
+				key := keyOf(it.Update.Key)
+				size := ItemSize(it.Update.Key)
+				for _, n := range it.Update.ExpressionAttributeNames {
+					size += len(n)
+				}
+				for _, v := range it.Update.ExpressionAttributeValues {
+					size += valueSize(v)
+				}
+				r.sizes[key] = size
+				r.writes = append(r.writes, write{kind: "group", key: key, tx: true})
+			default:
+				r.writes = append(r.writes, write{kind: "other", tx: true})
+			}
+		}
 	}
 }
 
@@ -116,26 +144,33 @@ func (r *Requests) Total(service string, writesOnly bool) int {
 // IndexWrites is what each transition costs in index writes (one write
 // unit each, the projections being small): the table in
 // docs/architecture.md, where a claim moves no index key.
-var IndexWrites = map[string]int{"stage": 1, "claim": 0, "done": 1, "retry": 2, "fail": 2, "release": 0, "other": 0}
+var IndexWrites = map[string]int{"stage": 1, "group": 0, "claim": 0, "done": 1, "retry": 2, "fail": 2, "release": 0, "other": 0}
 
 // MovingClaimIndexWrites is the same for a design whose claim moves the
 // row's due-index key (to its lease end): a delete and a put per claim.
-var MovingClaimIndexWrites = map[string]int{"stage": 1, "claim": 2, "done": 1, "retry": 2, "fail": 2, "release": 2, "other": 0}
+var MovingClaimIndexWrites = map[string]int{"stage": 1, "group": 0, "claim": 2, "done": 1, "retry": 2, "fail": 2, "release": 2, "other": 0}
 
 // WCU is the write capacity the recorded writes consumed, by DynamoDB's
 // rules: each table write costs ceil(item size / 1 KB) units (the item's
-// staged size; updates here keep it under the next kilobyte), plus the
-// index writes each transition costs.
+// staged size; updates here keep it under the next kilobyte), twice that
+// inside a transaction (DynamoDB prepares and commits each item), plus the
+// index writes each transition costs. An index write is one unit even for
+// a transactional write: DynamoDB propagates a transaction's changes to
+// global secondary indexes after it commits, as ordinary writes.
 func (r *Requests) WCU(index map[string]int) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	total := 0.0
 	for _, w := range r.writes {
 		size := r.sizes[w.key]
-		if w.kind != "stage" {
+		if w.kind != "stage" && w.kind != "group" {
 			size += 120 // claim token, lease and timestamps added after staging
 		}
-		total += math.Ceil(float64(max(size, 1))/1024) + float64(index[w.kind])
+		units := math.Ceil(float64(max(size, 1)) / 1024)
+		if w.tx {
+			units *= 2
+		}
+		total += units + float64(index[w.kind])
 	}
 	return total
 }

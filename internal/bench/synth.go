@@ -37,6 +37,11 @@ type SynthStore struct {
 	queues   []string
 	payload  []byte
 	tokens   atomic.Uint32
+	// groupSize, when set, puts rows in FIFO groups of that many
+	// consecutive rows; chained makes each group ordered: a row names the
+	// one before it as its predecessor.
+	groupSize int
+	chained   bool
 }
 
 type claimState struct {
@@ -53,6 +58,38 @@ func NewSynthStore(n, shards int, queues []string, payloadBytes int, due time.Ti
 		payload: []byte(strings.Repeat("x", payloadBytes)),
 	}
 	return s
+}
+
+// FIFOQueue is the FIFO route of the benchmark rows, the one ordered
+// groups are staged on.
+const FIFOQueue = "q4.fifo"
+
+// NewGroupSynthStore returns n pending rows on FIFOQueue, due at due, in
+// groups of groupSize consecutive rows. With ordered set each group is a
+// chain, as the producer stages an ordered route's rows: row i names row
+// i−1 of its group as its predecessor, and Link reports it; without, the
+// rows carry their group and nothing more, the unordered baseline.
+func NewGroupSynthStore(n, shards, groupSize int, ordered bool, payloadBytes int, due time.Time) *SynthStore {
+	s := NewSynthStore(n, shards, []string{FIFOQueue}, payloadBytes, due)
+	s.groupSize, s.chained = max(groupSize, 1), ordered
+	return s
+}
+
+// group returns row i's message group, place and predecessor: all empty
+// for a store without groups, no predecessor for unchained groups.
+func (s *SynthStore) group(i int) (group string, seq int64, prev string) {
+	if s.groupSize == 0 {
+		return "", 0, ""
+	}
+	group = "g" + strconv.Itoa(i/s.groupSize)
+	if !s.chained {
+		return group, 0, ""
+	}
+	seq = int64(i%s.groupSize) + 1
+	if seq > 1 {
+		prev = Key(i - 1)
+	}
+	return group, seq, prev
 }
 
 // Key is the key of row i.
@@ -125,7 +162,7 @@ func (s *SynthStore) QueryDue(_ context.Context, shard int, now time.Time, after
 	i := start
 	for ; i < s.n && len(refs) < limit; i += s.shards {
 		if !s.isSettled(i) && s.dueAt(i) <= nowMs {
-			refs = append(refs, outbox.DueRef{Key: Key(i), Shard: shard, DueAt: time.UnixMilli(s.dueAt(i))})
+			refs = append(refs, outbox.DueRef{Key: Key(i), Shard: shard, DueAt: time.UnixMilli(s.dueAt(i)), Queue: s.queues[i%len(s.queues)]})
 		}
 	}
 	return refs, i < s.n, nil
@@ -156,9 +193,11 @@ func (s *SynthStore) Claim(_ context.Context, key string, now time.Time, lease t
 	c := claimState{token: s.tokens.Add(1), lease: now.Add(lease).UnixMilli(), attempt: attempt + 1}
 	s.claims[i] = c
 	delete(s.attempts, i)
+	group, seq, prev := s.group(i)
 	return outbox.Row{
 		Key: key, Queue: s.queues[i%len(s.queues)], Payload: s.payload, Status: outbox.StatusClaimed,
 		Attempt: int(c.attempt), Token: strconv.FormatUint(uint64(c.token), 10), LeaseUntil: time.UnixMilli(c.lease),
+		Group: group, Seq: seq, Prev: prev,
 	}, nil
 }
 
@@ -213,21 +252,55 @@ func (s *SynthStore) Quarantine(_ context.Context, key string, _ time.Time, _ st
 	return s.conflict("quarantine", key)
 }
 
-// Sink is a deliverer that accepts everything after Latency per call.
+// Sink is a deliverer that accepts everything after Latency per call. It
+// checks the order of rows that carry a place in an ordered group: each
+// must follow the last one of its group it received.
 type Sink struct {
 	Latency time.Duration
 	calls   atomic.Int64
 	rows    atomic.Int64
+
+	mu         sync.Mutex
+	last       map[string]int64 // group -> seq of its last row received
+	outOfOrder int64
 }
 
 // Deliver implements outbox.Deliverer.
 func (d *Sink) Deliver(_ context.Context, _ string, rows []outbox.Row) []error {
 	d.calls.Add(1)
 	d.rows.Add(int64(len(rows)))
+	d.checkOrder(rows)
 	if d.Latency > 0 {
 		time.Sleep(d.Latency)
 	}
 	return make([]error, len(rows))
+}
+
+// checkOrder counts the rows of ordered groups that arrive other than
+// right after their group's previous row.
+func (d *Sink) checkOrder(rows []outbox.Row) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range rows {
+		if r.Seq == 0 {
+			continue
+		}
+		if d.last == nil {
+			d.last = map[string]int64{}
+		}
+		if r.Seq != d.last[r.Group]+1 {
+			d.outOfOrder++
+		}
+		d.last[r.Group] = max(d.last[r.Group], r.Seq)
+	}
+}
+
+// OutOfOrder reports how many rows of ordered groups arrived other than
+// right after their predecessor.
+func (d *Sink) OutOfOrder() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.outOfOrder
 }
 
 // Calls and Rows report what the sink received.
@@ -236,8 +309,10 @@ func (d *Sink) Calls() int64 { return d.calls.Load() }
 // Rows reports how many rows the sink received.
 func (d *Sink) Rows() int64 { return d.rows.Load() }
 
-// Link implements outbox.Store. Synthetic rows are unordered: a row is
-// found until it is settled.
+// Link implements outbox.Store. A row is found until it is settled (a
+// delivered row's item is deleted, and a dead letter is settled too: the
+// benchmarks deliver everything), with its predecessor if its group is
+// ordered.
 func (s *SynthStore) Link(_ context.Context, key string) (outbox.Link, error) {
 	s.call("Link")
 	i := index(key)
@@ -246,9 +321,10 @@ func (s *SynthStore) Link(_ context.Context, key string) (outbox.Link, error) {
 	if i < 0 || i >= s.n || s.isSettled(i) {
 		return outbox.Link{}, nil
 	}
-	st := outbox.StatusPending
-	if _, ok := s.claims[i]; ok {
-		st = outbox.StatusClaimed
+	st, attempt := outbox.StatusPending, s.attempts[i]
+	if c, ok := s.claims[i]; ok {
+		st, attempt = outbox.StatusClaimed, c.attempt
 	}
-	return outbox.Link{Found: true, Status: st, Queue: s.queues[i%len(s.queues)]}, nil
+	_, _, prev := s.group(i)
+	return outbox.Link{Found: true, Status: st, Attempt: int(attempt), Queue: s.queues[i%len(s.queues)], Prev: prev}, nil
 }
