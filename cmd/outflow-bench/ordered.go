@@ -64,7 +64,7 @@ func perMessage(r *bench.Requests, rows int, ops ...string) float64 {
 func writeOrdered(w func(string, ...any), eng, ord1, ord5 bench.MotoResult, cases []groupCase, storeLat, sendLat time.Duration) {
 	w("## Ordered groups")
 	w("")
-	w("A route listed in `OUTFLOW_ORDERED` (and in the producer's `Config.Ordered`) delivers each FIFO group's rows in staging order: the producer chains them with a consistent read of the group's tail and a two-item transaction, and the engine claims a row only once its predecessor is settled, checked with `Store.Link` (a consistent `GetItem` of four attributes) unless the run holds the predecessor and the row parks behind it (docs/architecture.md, \"Ordered groups\").")
+	w("A route listed in `OUTFLOW_ORDERED` (and in the producer's `Config.Ordered`) delivers each FIFO group's rows in staging order: the producer chains them with a consistent read of the group's tail and a two-item transaction, and the engine claims a row only once its predecessor is settled, checked with `Store.Link` (a consistent `GetItem` of eight attributes) unless the run holds the predecessor, or will be given it, and the row parks behind it; the due index projects each row's `prev` and `seq`, so the row itself is never read (docs/architecture.md, \"Ordered groups\").")
 	w("")
 	w("### Requests and write units per ordered message (moto)")
 	w("")

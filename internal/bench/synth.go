@@ -162,7 +162,10 @@ func (s *SynthStore) QueryDue(_ context.Context, shard int, now time.Time, after
 	i := start
 	for ; i < s.n && len(refs) < limit; i += s.shards {
 		if !s.isSettled(i) && s.dueAt(i) <= nowMs {
-			refs = append(refs, outbox.DueRef{Key: Key(i), Shard: shard, DueAt: time.UnixMilli(s.dueAt(i)), Queue: s.queues[i%len(s.queues)]})
+			// The due index projects each row's place in its group.
+			_, seq, prev := s.group(i)
+			refs = append(refs, outbox.DueRef{Key: Key(i), Shard: shard, DueAt: time.UnixMilli(s.dueAt(i)), Queue: s.queues[i%len(s.queues)],
+				Prev: prev, Seq: seq, Linked: true})
 		}
 	}
 	return refs, i < s.n, nil
@@ -325,6 +328,7 @@ func (s *SynthStore) Link(_ context.Context, key string) (outbox.Link, error) {
 	if c, ok := s.claims[i]; ok {
 		st, attempt = outbox.StatusClaimed, c.attempt
 	}
-	_, _, prev := s.group(i)
-	return outbox.Link{Found: true, Status: st, Attempt: int(attempt), Queue: s.queues[i%len(s.queues)], Prev: prev}, nil
+	_, seq, prev := s.group(i)
+	return outbox.Link{Found: true, Status: st, Attempt: int(attempt), Queue: s.queues[i%len(s.queues)], Prev: prev, Seq: seq,
+		DueAt: time.UnixMilli(s.dueAt(i))}, nil
 }
