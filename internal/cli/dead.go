@@ -65,7 +65,7 @@ func (a *app) deadListCommand() *cobra.Command {
 			}
 			dead := make([]deadLetter, len(refs))
 			for i, d := range refs {
-				dead[i] = deadLetter{DeadRef: d, BlocksGroup: outbox.DeadLetterBlocks(ordered, d.Queue, d.Seq)}
+				dead[i] = deadLetter{DeadRef: d, BlocksGroup: outbox.DeadLetterBlocks(ordered, d.Link())}
 			}
 			return a.emit(dead, func(w io.Writer) {
 				fmt.Fprintln(w, "KEY\tQUEUE\tGROUP\tATTEMPTS\tFAILED\tBLOCKS\tLAST ERROR")
@@ -128,7 +128,7 @@ func (a *app) deadShowCommand() *cobra.Command {
 			}
 			s := shownRow{
 				Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq,
-				BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, row.Queue, row.Seq),
+				BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq}),
 				Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, FailedAt: row.FailedAt,
 				LastError: row.LastError, Errors: row.Errors, PayloadBytes: len(row.Payload),
 			}

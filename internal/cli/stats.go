@@ -32,7 +32,7 @@ func (a *app) statsCommand() *cobra.Command {
 			}
 			now := a.now()
 			st, err := op.Stats(cmd.Context(), now, func(d dynamo.DeadRef) bool {
-				return outbox.DeadLetterBlocks(ordered, d.Queue, d.Seq)
+				return outbox.DeadLetterBlocks(ordered, d.Link())
 			})
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -54,6 +55,14 @@ type DeadRef struct {
 	// project them.
 	Group string `json:"group,omitempty"`
 	Seq   int64  `json:"seq,omitempty"`
+	// PlaceError says why the row's place in its group (prev, seq) cannot
+	// be read; such a dead letter holds its group under either policy.
+	PlaceError string `json:"place_error,omitempty"`
+}
+
+// Link is the dead letter as the head check reads a predecessor.
+func (d DeadRef) Link() outbox.Link {
+	return outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: d.Queue, Seq: d.Seq, Malformed: d.PlaceError}
 }
 
 // DeadQuery selects dead letters: of one queue (empty: all), failed at or
@@ -190,9 +199,8 @@ func (o *Operator) Purge(ctx context.Context, key string) error {
 // longer dead letters (redriven or purged since the dead index was read).
 func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, error) {
 	type place struct {
-		Status string `dynamodbav:"status"`
-		Group  string `dynamodbav:"group"`
-		Seq    int64  `dynamodbav:"seq"`
+		status, group, err string
+		seq                int64
 	}
 	var keys []string
 	for _, d := range dead {
@@ -201,9 +209,17 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 		}
 	}
 	places := make(map[string]place, len(keys))
-	err := o.batchGet(ctx, keys, []string{AttrStatus, AttrGroup, AttrSeq}, func(key string, item map[string]types.AttributeValue) {
+	err := o.batchGet(ctx, keys, []string{AttrStatus, AttrGroup, AttrSeq, AttrPrev}, func(key string, item map[string]types.AttributeValue) {
+		// Each attribute on its own: one of the wrong type must not hide
+		// the others.
 		var p place
-		_ = attributevalue.UnmarshalMap(item, &p) // best effort: a malformed seq reads as none
+		if s, ok := item[AttrStatus].(*types.AttributeValueMemberS); ok {
+			p.status = s.Value
+		}
+		if g, ok := item[AttrGroup].(*types.AttributeValueMemberS); ok {
+			p.group = g.Value
+		}
+		_, p.seq, p.err = readLink(item)
 		places[key] = p
 	})
 	if err != nil {
@@ -213,10 +229,10 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 	for _, d := range dead {
 		if fifo(d.Queue) {
 			p, ok := places[d.Key]
-			if !ok || p.Status != string(outbox.StatusFailed) {
+			if !ok || p.status != string(outbox.StatusFailed) {
 				continue
 			}
-			d.Group, d.Seq = p.Group, max(p.Seq, 0)
+			d.Group, d.Seq, d.PlaceError = p.group, p.seq, p.err
 		}
 		out = append(out, d)
 	}
@@ -242,10 +258,10 @@ type Stats struct {
 	Total  Counts             `json:"total"`
 	// OldestDue is the earliest due time among due rows; zero if none.
 	OldestDue time.Time `json:"oldest_due,omitzero"`
-	// BlockedGroups counts the ordered groups (queue and group) whose
-	// earliest dead letter holds the group, as the caller's blocks says;
-	// OldestBlocked is the earliest failure time of those dead letters,
-	// zero if none.
+	// BlockedGroups counts the ordered groups (queue and group) a dead
+	// letter holds, as the caller's blocks says (the first, by place, that
+	// does); OldestBlocked is the earliest failure time of those dead
+	// letters, zero if none.
 	BlockedGroups int       `json:"blocked_groups"`
 	OldestBlocked time.Time `json:"oldest_blocked,omitzero"`
 }
@@ -258,9 +274,9 @@ type Stats struct {
 //
 // With blocks, Stats also counts the blocked ordered groups: it reads the
 // group and place of each dead letter of a FIFO route (only those have
-// groups) with WithGroups, takes the earliest dead letter of each group,
-// and asks blocks whether it holds its group. A nil blocks counts none and
-// reads nothing more.
+// groups) with WithGroups, and asks blocks of each group's dead letters,
+// in place order, whether it holds its group, until one does. A nil blocks
+// counts none and reads nothing more.
 func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef) bool) (*Stats, error) {
 	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}}
 	counts := func(m map[string]*Counts, k string) *Counts {
@@ -347,21 +363,27 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 	if err != nil {
 		return nil, err
 	}
+	// A group is held by its first dead letter, by place, that blocks: under
+	// block, its earliest; under skip, one whose place cannot be read.
 	type group struct{ queue, name string }
-	heads := map[group]DeadRef{}
+	groups := map[group][]DeadRef{}
 	for _, d := range ordered {
-		g := group{d.Queue, d.Group}
-		if head, seen := heads[g]; d.Seq > 0 && (!seen || d.Seq < head.Seq) {
-			heads[g] = d
+		if d.Seq > 0 || d.PlaceError != "" {
+			g := group{d.Queue, d.Group}
+			groups[g] = append(groups[g], d)
 		}
 	}
-	for _, head := range heads {
-		if !blocks(head) {
-			continue
-		}
-		st.BlockedGroups++
-		if st.OldestBlocked.IsZero() || head.FailedAt.Before(st.OldestBlocked) {
-			st.OldestBlocked = head.FailedAt
+	for _, dead := range groups {
+		slices.SortFunc(dead, func(a, b DeadRef) int { return cmp.Compare(a.Seq, b.Seq) })
+		for _, d := range dead {
+			if !blocks(d) {
+				continue
+			}
+			st.BlockedGroups++
+			if st.OldestBlocked.IsZero() || d.FailedAt.Before(st.OldestBlocked) {
+				st.OldestBlocked = d.FailedAt
+			}
+			break
 		}
 	}
 	return st, nil

@@ -201,13 +201,6 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 // (prev, a string) and its place (seq, a whole number), each absent for a
 // row in no group. malformed says what is wrong if either cannot be read.
 func readLink(av map[string]types.AttributeValue) (prev string, seq int64, malformed string) {
-	if v, ok := av[AttrPrev]; ok {
-		s, isStr := v.(*types.AttributeValueMemberS)
-		if !isStr {
-			return "", 0, fmt.Sprintf("%s must be a string, got %s", AttrPrev, typeName(v))
-		}
-		prev = s.Value
-	}
 	if v, ok := av[AttrSeq]; ok {
 		n, isNum := v.(*types.AttributeValueMemberN)
 		var err error
@@ -215,8 +208,15 @@ func readLink(av map[string]types.AttributeValue) (prev string, seq int64, malfo
 			seq, err = strconv.ParseInt(n.Value, 10, 64)
 		}
 		if !isNum || err != nil || seq < 0 {
-			return "", 0, fmt.Sprintf("%s must be a whole number, got %s", AttrSeq, typeName(v))
+			seq, malformed = 0, fmt.Sprintf("%s must be a whole number, got %s", AttrSeq, typeName(v))
 		}
 	}
-	return prev, seq, ""
+	if v, ok := av[AttrPrev]; ok {
+		s, isStr := v.(*types.AttributeValueMemberS)
+		if !isStr {
+			return "", seq, fmt.Sprintf("%s must be a string, got %s", AttrPrev, typeName(v))
+		}
+		prev = s.Value
+	}
+	return prev, seq, malformed
 }

@@ -51,7 +51,7 @@ func TestDeadLetterBlocks_FollowsTheRoutesPolicyAndTheGroup(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, outbox.DeadLetterBlocks(ordered, tt.queue, tt.seq))
+			require.Equal(t, tt.want, outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: tt.queue, Seq: tt.seq}))
 		})
 	}
 	dh, listed := outbox.HeadPolicy(ordered, "c.fifo")
@@ -60,5 +60,6 @@ func TestDeadLetterBlocks_FollowsTheRoutesPolicyAndTheGroup(t *testing.T) {
 	dh, listed = outbox.HeadPolicy(ordered, "b.fifo")
 	require.Equal(t, outbox.DeadHeadSkip, dh)
 	require.True(t, listed)
-	require.True(t, outbox.DeadLetterBlocks(nil, "a.fifo", 1), "none listed: every ordered row is held to block")
+	require.True(t, outbox.DeadLetterBlocks(nil, outbox.Link{Queue: "a.fifo", Seq: 1}), "none listed: every ordered row is held to block")
+	require.True(t, outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: "b.fifo", Malformed: "prev must be a string, got N"}), "a row whose place cannot be read blocks under skip too")
 }

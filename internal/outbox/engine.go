@@ -60,6 +60,7 @@ func (e *Engine) Sweep(ctx context.Context) (Result, error) {
 	for {
 		before := r.t.claimed.Load()
 		r.pass(ctx, r.queryShards)
+		r.recheck(ctx)
 		r.nextInGroups(ctx)
 		switch {
 		case ctx.Err() != nil:

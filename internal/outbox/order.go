@@ -95,11 +95,28 @@ type settledRow struct {
 }
 
 // lets reports whether a row of place seq may go behind this settled
-// predecessor: it is the one the row names (same key, place seq-1, where
-// both are known), and not a dead letter, whose successors are checked
-// under their own policy.
+// predecessor without a read: it is the one the row names (see next), and
+// not a dead letter, whose successors are checked under their own policy.
 func (s settledRow) lets(seq int64) bool {
-	return !s.dead && (seq <= 1 || s.seq <= 0 || s.seq == seq-1)
+	return !s.dead && next(s.seq, seq)
+}
+
+// next reports whether the run may take a row of the predecessor's key at
+// place prevSeq, which it holds or settled, for the predecessor of the row
+// at place seq without a read: the places are consecutive, as Outflow's
+// producer stages them, or one is unknown. Otherwise (a key staged again,
+// or a gap a producer in another language left) the check reads it.
+func next(prevSeq, seq int64) bool {
+	return prevSeq <= 0 || seq <= 1 || prevSeq == seq-1
+}
+
+// before reports whether the current row of the predecessor's key, at
+// place prevSeq, is the predecessor of the row at place seq: it comes
+// before it. A key delivered and staged again sits at its group's tail,
+// after every row that named it, so a row of that key at or past seq is
+// another row, and the one named is gone. Places may have gaps.
+func before(prevSeq, seq int64) bool {
+	return prevSeq <= 0 || seq <= 1 || prevSeq < seq
 }
 
 func newOrder() *order {
@@ -115,12 +132,11 @@ func (o *order) hold(ref DueRef) {
 }
 
 // holds reports whether this run holds the row ref names as its
-// predecessor: a row of that key, in the place before ref's where both
-// are known (a key delivered and staged again is another row). The
-// caller holds mu.
+// predecessor: a row of that key, in the place next before ref's (see
+// next). The caller holds mu.
 func (o *order) holds(ref DueRef) bool {
 	seq, ok := o.mine[ref.Prev]
-	return ok && (seq <= 0 || ref.Seq <= 1 || seq == ref.Seq-1)
+	return ok && next(seq, ref.Seq)
 }
 
 // learn records the place of a row this run holds, once read. Rows parked
@@ -135,7 +151,7 @@ func (o *order) learn(key string, seq int64) {
 	o.mine[key] = seq
 	var keep []DueRef
 	for _, ref := range o.parked[key] {
-		if ref.Seq > 1 && ref.Seq-1 != seq {
+		if !next(seq, ref.Seq) {
 			o.ready = append(o.ready, ref)
 			continue
 		}
@@ -233,20 +249,22 @@ func (o *order) parkOrReady(ref DueRef) bool {
 // release ends this run's hold on key. When the row is settled for its
 // group (as: done, or dead under skip) the rows parked behind it are ready
 // for the next round. Otherwise (as nil) they, and the rows parked behind
-// them, are dropped, for a later sweep to find.
-func (o *order) release(key string, as *settledRow) {
+// them, are dropped, for a later sweep to find. It reports whether any
+// row was parked behind key.
+func (o *order) release(key string, as *settledRow) (any bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.mine[key]; !ok {
-		return
+		return false
 	}
 	delete(o.mine, key)
 	behind := o.parked[key]
 	delete(o.parked, key)
+	any = len(behind) > 0
 	if as != nil {
 		o.settled[key] = *as
 		o.ready = append(o.ready, behind...)
-		return
+		return any
 	}
 	for len(behind) > 0 {
 		ref := behind[0]
@@ -255,6 +273,41 @@ func (o *order) release(key string, as *settledRow) {
 		delete(o.mine, ref.Key)
 		delete(o.queued, ref.Key)
 		o.left[ref.Key] = true
+	}
+	return any
+}
+
+// unheld returns the keys rows are parked behind that the run does not
+// hold: pending predecessors it has not been given.
+func (o *order) unheld() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var keys []string
+	for key := range o.parked {
+		if _, ok := o.mine[key]; !ok {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// requeue sends the rows parked behind key that go (by goes) to the next
+// round, where they are checked again.
+func (o *order) requeue(key string, goes func(DueRef) bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var keep []DueRef
+	for _, ref := range o.parked[key] {
+		if goes(ref) {
+			o.ready = append(o.ready, ref)
+		} else {
+			keep = append(keep, ref)
+		}
+	}
+	if len(keep) == 0 {
+		delete(o.parked, key)
+	} else {
+		o.parked[key] = keep
 	}
 }
 
@@ -297,18 +350,19 @@ func (e *Engine) headPolicy(queue string) (DeadHead, bool) {
 	return HeadPolicy(e.policy.Ordered, queue)
 }
 
-// DeadLetterBlocks reports whether a dead letter of the route queue holds
-// the later rows of its ordered group until an operator redrives or purges
-// it, under ordered (as HeadPolicy reads it). seq is the row's place in its
-// group, 0 for a row in none: such a row has no successor to hold. It is
-// the rule the head check applies to a row's predecessor, so operators see
-// what the engine does.
-func DeadLetterBlocks(ordered map[string]DeadHead, queue string, seq int64) bool {
-	if seq <= 0 {
+// DeadLetterBlocks reports whether a dead letter, as l reads it, holds the
+// later rows of its ordered group until an operator redrives or purges it,
+// under ordered (as HeadPolicy reads it). A row in no group (Seq 0, its
+// place readable) has no successor to hold; one whose place cannot be read
+// holds its group under either policy. It is the rule the head check
+// applies to a row's predecessor, so operators see what the engine does.
+func DeadLetterBlocks(ordered map[string]DeadHead, l Link) bool {
+	if l.Seq <= 0 && l.Malformed == "" {
 		return false
 	}
-	dh, _ := HeadPolicy(ordered, queue)
-	return Link{Found: true, Status: StatusFailed, Queue: queue}.Blocks(dh)
+	dh, _ := HeadPolicy(ordered, l.Queue)
+	l.Found, l.Status = true, StatusFailed
+	return l.Blocks(dh)
 }
 
 // Settles reports whether a predecessor in the state l lets its successor
@@ -402,7 +456,7 @@ func (r *run) prevGate(ctx context.Context, ref DueRef) (gate, Link) {
 		if err != nil {
 			return r.linkFailed(ctx, ref.Prev, err), l
 		}
-		if l.Found && l.Malformed == "" && ref.Seq > 1 && l.Seq > 0 && l.Seq != ref.Seq-1 {
+		if l.Found && l.Malformed == "" && !before(l.Seq, ref.Seq) {
 			// The key was delivered and staged again, in another place:
 			// the row it names is gone.
 			l = Link{}
@@ -445,18 +499,24 @@ func (r *run) mayMove(ctx context.Context, l Link, queue string) bool {
 	if l.Status == StatusClaimed {
 		return true
 	}
-	if l.Status != StatusPending || l.Attempt != 0 || l.DueAt.After(r.now()) {
+	if !r.fresh(l) {
 		return false
 	}
 	if l.Prev == "" {
 		return true
 	}
-	before, err := r.store.Link(ctx, l.Prev)
+	prev, err := r.store.Link(ctx, l.Prev)
 	if err != nil {
 		return false
 	}
 	dh, _ := r.headPolicy(queue)
-	return !before.Blocks(dh)
+	return prev.Settles(dh) || prev.Status == StatusClaimed || r.fresh(prev)
+}
+
+// fresh reports whether l is a row pending, never tried and due: on its
+// way in some invocation, unless what is before it holds it.
+func (r *run) fresh(l Link) bool {
+	return l.Status == StatusPending && l.Attempt == 0 && !l.DueAt.After(r.now())
 }
 
 // The wake polls a predecessor in flight from headPoll apart, doubling to
@@ -476,8 +536,8 @@ const (
 func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 	ref := DueRef{Key: row.Key, Queue: row.Queue, Prev: row.Prev, Seq: row.Seq, Linked: true}
 	settled, mine := r.order.state(ref)
-	if settled {
-		return true
+	if settled || row.Prev == row.Key {
+		return true // see headCheck: a row naming its own key follows a delivered row
 	}
 	g := gateWait
 	if !mine {
@@ -509,13 +569,16 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 var forever = time.Unix(1<<62, 0)
 
 // settledFor ends the run's hold on a row after its settle: ok when the
-// row no longer holds its group (delivered, or dead under skip: dead).
+// row no longer holds its group (delivered, or dead under skip: dead). A
+// dead letter that holds rows parked behind it blocks their group.
 func (r *run) settledFor(row Row, ok, dead bool) {
 	var as *settledRow
 	if ok {
 		as = &settledRow{seq: row.Seq, dead: dead}
 	}
-	r.order.release(row.Key, as)
+	if behind := r.order.release(row.Key, as); behind && dead && !ok {
+		r.order.noteBlocked(row.Key, r.now())
+	}
 }
 
 // deadSettles reports whether a dead letter of this row lets its group go:
@@ -524,6 +587,25 @@ func (r *run) settledFor(row Row, ok, dead bool) {
 func (r *run) deadSettles(row Row) bool {
 	dh, _ := r.headPolicy(row.Queue)
 	return row.Malformed == "" && Link{Found: true, Status: StatusFailed, Queue: row.Queue}.Settles(dh)
+}
+
+// recheck reads, after a pass, each predecessor the run parked rows behind
+// without holding it, and sends the rows behind one that has moved on
+// (delivered by another worker, dead, or its key staged again) to the next
+// round, so they do not wait out the sweep for a row it is never given.
+func (r *run) recheck(ctx context.Context) {
+	for _, key := range r.order.unheld() {
+		if ctx.Err() != nil || r.pastDeadline() {
+			return
+		}
+		l, err := r.store.Link(ctx, key)
+		if err != nil {
+			r.linkFailed(ctx, key, err)
+			continue
+		}
+		waits := l.Malformed == "" && (l.Status == StatusPending || l.Status == StatusClaimed)
+		r.order.requeue(key, func(ref DueRef) bool { return !waits || !before(l.Seq, ref.Seq) })
+	}
 }
 
 // nextInGroups runs further rounds for the rows parked behind rows this

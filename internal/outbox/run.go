@@ -260,6 +260,11 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	}
 	// The check above vouches for the predecessor it read: a wake ref's
 	// comes from a stream image, which may be of an earlier row of that key.
+	if row.Seq != ref.Seq {
+		// The ref was of an earlier row of this key (a stale stream
+		// image): rows parked behind it do not wait for this one.
+		r.order.learn(row.Key, row.Seq)
+	}
 	if row.Prev != "" && (!checked || row.Prev != ref.Prev || row.Seq != ref.Seq) && !r.headAfterClaim(ctx, row, listed) {
 		return true
 	}
