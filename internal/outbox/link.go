@@ -1,0 +1,90 @@
+package outbox
+
+import "time"
+
+// DeadHead says what an ordered group does when its head is dead-lettered.
+type DeadHead string
+
+// The two dead-head policies.
+const (
+	// DeadHeadBlock holds the group until an operator redrives the dead
+	// head (it goes again, first) or purges it (the group moves on). It is
+	// the default: a consumer of an ordered group never sees a gap it
+	// cannot detect, and the blocked-group alarm says a person is needed.
+	DeadHeadBlock DeadHead = "block"
+	// DeadHeadSkip keeps the dead letter and lets the group move on: the
+	// consumer sees the group with that row missing.
+	DeadHeadSkip DeadHead = "skip"
+)
+
+// Valid reports whether d is one of the two policies.
+func (d DeadHead) Valid() bool { return d == DeadHeadBlock || d == DeadHeadSkip }
+
+// Link is what the head check reads of one row, with a strongly
+// consistent read: whether it exists, its state and its predecessor.
+type Link struct {
+	Found    bool
+	Status   Status
+	Attempt  int
+	Queue    string
+	Prev     string
+	FailedAt time.Time
+	// Seq is the row's place in its group (0 if it has none), DueAt when
+	// it is due.
+	Seq   int64
+	DueAt time.Time
+	// Malformed says why the row's own link cannot be read (a prev or seq
+	// of the wrong type), empty if it can. Such a row's place in its group is
+	// unknown, so it never lets a successor go, under either policy: its
+	// dead letter blocks until an operator purges it.
+	Malformed string
+}
+
+// HeadPolicy is the dead-head policy of the route queue under ordered (the
+// routes listed in OUTFLOW_ORDERED, as Policy.Ordered holds them), and
+// whether the route is listed. An unlisted route's rows that carry a
+// predecessor (a producer ordered them) are held to the default, block.
+func HeadPolicy(ordered map[string]DeadHead, queue string) (DeadHead, bool) {
+	dh, ok := ordered[queue]
+	if !ok {
+		return DeadHeadBlock, false
+	}
+	return dh, true
+}
+
+// DeadLetterBlocks reports whether a dead letter, as l reads it, holds the
+// later rows of its ordered group until an operator redrives or purges it,
+// under ordered (as HeadPolicy reads it). A row in no group (Seq 0, its
+// place readable) has no successor to hold; one whose place cannot be read
+// holds its group under either policy. It is the rule the head check
+// applies to a row's predecessor, so operators see what the engine does.
+func DeadLetterBlocks(ordered map[string]DeadHead, l Link) bool {
+	if l.Seq <= 0 && l.Malformed == "" {
+		return false
+	}
+	dh, _ := HeadPolicy(ordered, l.Queue)
+	l.Found, l.Status = true, StatusFailed
+	return l.Blocks(dh)
+}
+
+// Settles reports whether a predecessor in the state l lets its successor
+// go, under the dead-head policy dh: it is gone (delivered, or purged),
+// done, or a dead letter and dh is skip. A state no writer of Outflow's
+// leaves counts as a dead letter: the row cannot go on.
+func (l Link) Settles(dh DeadHead) bool {
+	if !l.Found || l.Status == StatusDone {
+		return true
+	}
+	if l.Status == StatusPending || l.Status == StatusClaimed || l.Malformed != "" {
+		return false
+	}
+	return dh == DeadHeadSkip
+}
+
+// Blocks reports whether a predecessor in the state l holds its successor
+// until an operator acts, under the dead-head policy dh: it neither settles
+// nor is on its way (pending or claimed), so it is a dead letter, or in a
+// state no writer of Outflow's leaves, and dh is block.
+func (l Link) Blocks(dh DeadHead) bool {
+	return !l.Settles(dh) && l.Status != StatusPending && l.Status != StatusClaimed
+}
