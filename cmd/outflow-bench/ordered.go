@@ -132,7 +132,7 @@ func writeOrdered(w func(string, ...any), eng, ord1, ord5 bench.MotoResult, case
 		w("With pages of %d, `Link` reads per row grow with the group's length: %.2f at %d rows, %.2f at %d, %.2f at %d, while the same %d rows with pages of 1000 cost %.2f. Each sweep pass delivers only the start of the chain, up to the first row checked before its predecessor's shard handed that predecessor over; every later pass queries the due index again (%d queries against %d unordered) and reads the predecessor of every row left. \"Where goals are missed\" below gives the cause in the engine and a fix.",
 			hot.pageSize, links(quarter), quarter.rows, links(half), half.rows, links(hot), hot.rows, hot1000.rows, links(hot1000), hot.ordered.Calls["QueryDue"], hot.unordered.Calls["QueryDue"])
 	} else {
-		w("`Link` reads per row stay near one at every length measured: %.2f at %d rows, %.2f at %d, %.2f at %d (pages of %d), %.2f with pages of 1000.",
+		w("`Link` reads per row stay below one at every length measured: %.2f at %d rows, %.2f at %d, %.2f at %d (pages of %d), %.2f with pages of 1000.",
 			links(quarter), quarter.rows, links(half), half.rows, links(hot), hot.rows, hot.pageSize, links(hot1000))
 	}
 	w("")
