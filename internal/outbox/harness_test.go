@@ -38,7 +38,14 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: awstest.NewTable(t), Shards: 4})
+	return newHarnessShards(t, 4)
+}
+
+// newHarnessShards is newHarness with the given number of due-index
+// shards: with one, the due order is the order a sweep claims in.
+func newHarnessShards(t *testing.T, shards int) *harness {
+	t.Helper()
+	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: awstest.NewTable(t), Shards: shards})
 	require.NoError(t, err)
 	routes := delivery.Routes{
 		"orders":      awstest.NewQueue(t, false),

@@ -201,7 +201,7 @@ func (o *order) parkOrReady(ref DueRef) bool {
 // for the next round. Otherwise (as nil) they, and the rows parked behind
 // them, are dropped, for a later sweep to find. It reports whether any
 // row was parked behind key.
-func (o *order) release(key string, as *settledRow) (any bool) {
+func (o *order) release(key string, as *settledRow) (parked bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.mine[key]; !ok {
@@ -210,11 +210,11 @@ func (o *order) release(key string, as *settledRow) (any bool) {
 	delete(o.mine, key)
 	behind := o.parked[key]
 	delete(o.parked, key)
-	any = len(behind) > 0
+	parked = len(behind) > 0
 	if as != nil {
 		o.settled[key] = *as
 		o.ready = append(o.ready, behind...)
-		return any
+		return parked
 	}
 	for len(behind) > 0 {
 		ref := behind[0]
@@ -224,7 +224,7 @@ func (o *order) release(key string, as *settledRow) (any bool) {
 		delete(o.queued, ref.Key)
 		o.left[ref.Key] = true
 	}
-	return any
+	return parked
 }
 
 // unheld returns the keys rows are parked behind that the run does not

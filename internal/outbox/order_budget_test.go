@@ -9,9 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outflowhq/outflow/internal/awstest"
-	"github.com/outflowhq/outflow/internal/delivery"
-	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -35,10 +32,8 @@ import (
 // the due order is the order the sweep claims in).
 func TestOrdered_ABlockedGroupOnAnUnlistedRouteDoesNotSpendEverySweepsBudget(t *testing.T) {
 	t.Parallel()
-	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: awstest.NewTable(t), Shards: 1})
-	require.NoError(t, err)
-	routes := delivery.Routes{"orders": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
-	clk := newClock()
+	h := newHarnessShards(t, 1)
+	store, clk := h.store, h.clock
 	ctx := context.Background()
 
 	var keys []string
@@ -53,7 +48,7 @@ func TestOrdered_ABlockedGroupOnAnUnlistedRouteDoesNotSpendEverySweepsBudget(t *
 
 	policy := testPolicy() // events.fifo is not listed
 	policy.RowBudget = 4
-	log := &sendLog{next: delivery.New(awstest.SQS(t), routes, 0), fail: func(r outbox.Row) error {
+	log := &sendLog{next: h.sqs, fail: func(r outbox.Row) error {
 		if r.Key == keys[0] {
 			return outbox.Permanent(errors.New("injected: refused for good"))
 		}

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
@@ -41,16 +39,13 @@ func TestOrdered_OperatorsSeeTheGroupAMalformedDeadHeadBlocksUnderSkip(t *testin
 	ctx := context.Background()
 	k := h.stageGroups(t, "events.fifo", []string{"g"}, 3)["g"]
 	// The second row's prev, as a producer in another language wrote it.
-	_, err := awstest.DynamoDB(t).UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: k[1]}},
-		UpdateExpression:          aws.String("SET #p = :n"),
-		ExpressionAttributeNames:  map[string]string{"#p": dynamo.AttrPrev},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "1"}},
-	})
-	require.NoError(t, err)
+	h.setRaw(t, k[1], dynamo.AttrPrev, &types.AttributeValueMemberN{Value: "1"})
 	policy := orderedPolicy(outbox.DeadHeadSkip)
 	e := h.engine(t, policy, nil)
-	var res outbox.Result
+	var (
+		res outbox.Result
+		err error
+	)
 	for range 2 {
 		res, err = e.Sweep(ctx)
 		require.NoError(t, err)

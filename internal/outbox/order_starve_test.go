@@ -8,9 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outflowhq/outflow/internal/awstest"
-	"github.com/outflowhq/outflow/internal/delivery"
-	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -24,9 +21,8 @@ import (
 // holds parks without a read.
 func TestOrdered_ABlockedGroupsBacklogDoesNotStopEverySweepBeforeNewerRows(t *testing.T) {
 	t.Parallel()
-	ddb, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: awstest.NewTable(t), Shards: 1})
-	require.NoError(t, err)
-	routes := delivery.Routes{"orders": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
+	h := newHarnessShards(t, 1)
+	ddb := h.store
 	ctx := context.Background()
 	now := time.Now
 	for i := range 81 {
@@ -43,7 +39,7 @@ func TestOrdered_ABlockedGroupsBacklogDoesNotStopEverySweepBeforeNewerRows(t *te
 	policy.Concurrency = 2
 	policy.DeadlineMargin = 500 * time.Millisecond
 	store := &readCounter{Store: ddb}
-	e, err := outbox.New(store, delivery.New(awstest.SQS(t), routes, 0), policy)
+	e, err := outbox.New(store, h.sqs, policy)
 	require.NoError(t, err)
 
 	for sweep := range 3 {

@@ -103,6 +103,19 @@ func (h *harness) stageGroups(t *testing.T, queue string, groups []string, n int
 	return keys
 }
 
+// setRaw sets one attribute of a row's item as a producer in another
+// language might write it, past the store's own checks.
+func (h *harness) setRaw(t *testing.T, key, attr string, v types.AttributeValue) {
+	t.Helper()
+	_, err := awstest.DynamoDB(t).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: key}},
+		UpdateExpression:          aws.String("SET #a = :v"),
+		ExpressionAttributeNames:  map[string]string{"#a": attr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
+	})
+	require.NoError(t, err)
+}
+
 func orderedPolicy(dh outbox.DeadHead) outbox.Policy {
 	p := testPolicy()
 	p.Ordered = map[string]outbox.DeadHead{"events.fifo": dh}
@@ -420,13 +433,7 @@ func TestOrdered_ARowWhosePrevIsMalformedBlocksItsGroupUnderEitherPolicy(t *test
 			k := h.stageGroups(t, "events.fifo", []string{"g"}, 3)["g"]
 			// A producer in another language wrote the second row's prev
 			// as a number: its place in the group is unknown.
-			_, err := awstest.DynamoDB(t).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-				TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: k[1]}},
-				UpdateExpression:          aws.String("SET #p = :n"),
-				ExpressionAttributeNames:  map[string]string{"#p": dynamo.AttrPrev},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "1"}},
-			})
-			require.NoError(t, err)
+			h.setRaw(t, k[1], dynamo.AttrPrev, &types.AttributeValueMemberN{Value: "1"})
 			var once sync.Once
 			log := &sendLog{next: h.sqs, fail: func(r outbox.Row) (err error) {
 				if r.Key == k[0] {
