@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,7 +52,7 @@ func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
 	}
 	ordered := map[string]bool{}
 	for _, q := range cfg.Ordered {
-		if !strings.HasSuffix(q, ".fifo") {
+		if !outbox.FIFORoute(q) {
 			return nil, fmt.Errorf("ordered route %q: only FIFO routes (names ending in .fifo) keep an order per group", q)
 		}
 		ordered[q] = true

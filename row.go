@@ -88,5 +88,5 @@ func (r Row) Validate(maxBytes int) error {
 	// fits only at attempt 1 would be refused as permanent at attempt 10.
 	return delivery.Validate(outbox.Row{
 		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: r.Attributes, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
-	}, strings.HasSuffix(r.Queue, ".fifo"), maxBytes)
+	}, outbox.FIFORoute(r.Queue), maxBytes)
 }

@@ -191,7 +191,7 @@ func ParseOrdered(v string) (map[string]outbox.DeadHead, error) {
 			dh = outbox.DeadHead(strings.TrimSpace(policy))
 		}
 		switch {
-		case !strings.HasSuffix(route, ".fifo"):
+		case !outbox.FIFORoute(route):
 			return nil, fmt.Errorf("route %q: only FIFO routes (names ending in .fifo) keep an order per group", route)
 		case !dh.Valid():
 			return nil, fmt.Errorf("route %q: dead-head policy %q must be block or skip", route, dh)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -204,7 +203,7 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 	}
 	var keys []string
 	for _, d := range dead {
-		if fifo(d.Queue) {
+		if outbox.FIFORoute(d.Queue) {
 			keys = append(keys, d.Key)
 		}
 	}
@@ -227,7 +226,7 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 	}
 	out := make([]DeadRef, 0, len(dead))
 	for _, d := range dead {
-		if fifo(d.Queue) {
+		if outbox.FIFORoute(d.Queue) {
 			p, ok := places[d.Key]
 			if !ok || p.status != string(outbox.StatusFailed) {
 				continue
@@ -238,9 +237,6 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 	}
 	return out, nil
 }
-
-// fifo reports whether a route is a FIFO route: its name ends in .fifo.
-func fifo(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
 
 // Counts is how many rows are in each state.
 type Counts struct {
@@ -351,7 +347,7 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 	err = o.EachDead(ctx, DeadQuery{}, func(d DeadRef) error {
 		counts(st.Queues, d.Queue).Failed++
 		st.Total.Failed++
-		if blocks != nil && fifo(d.Queue) {
+		if blocks != nil && outbox.FIFORoute(d.Queue) {
 			ordered = append(ordered, d)
 		}
 		return nil

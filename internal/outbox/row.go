@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -25,6 +26,11 @@ func (s Status) Valid() bool {
 	}
 	return false
 }
+
+// FIFORoute reports whether the route queue names a FIFO queue: its name
+// ends in .fifo, as SQS requires of FIFO queue names. Only FIFO routes
+// have message groups.
+func FIFORoute(queue string) bool { return strings.HasSuffix(queue, ".fifo") }
 
 // Row is one outbox row: a message bound for a queue, and its delivery state.
 type Row struct {
