@@ -143,8 +143,10 @@ func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan
 	if len(refs) == 0 {
 		return false, true
 	}
-	r.noteDue(refs[0].DueAt)
 	for _, ref := range refs {
+		// Not only the first: a lagging index may return a page out of
+		// order.
+		r.noteDue(ref.DueAt)
 		r.order.hold(ref)
 		select {
 		case out <- ref:
@@ -302,10 +304,28 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, now time.Ti
 		r.count(ctx, "expire", c.Key, err, &r.t.expired)
 	default:
 		r.t.conflicts.Add(1)
-		if c.Current != nil && c.Current.Status == StatusClaimed {
-			r.held.Store(c.Key, c.Current.LeaseUntil)
+		if until, ok := holdAfterConflict(c.Current, now); ok {
+			r.held.Store(c.Key, until)
 		}
 	}
+}
+
+// holdAfterConflict says until when a run should leave a row alone whose
+// claim was refused, as current shows it (nil: gone): a claim before then
+// would be refused again. Under another worker's lease, until the lease
+// ends; settled or gone, for the run (a due index lags, as any global
+// secondary index, and returns such rows for a while); due again later,
+// until then. A pending due row was lost to a race, and is not held.
+func holdAfterConflict(current *Row, now time.Time) (time.Time, bool) {
+	switch {
+	case current == nil || current.Status == StatusDone || current.Status == StatusFailed:
+		return forever, true
+	case current.Status == StatusClaimed:
+		return current.LeaseUntil, true
+	case current.DueAt.After(now):
+		return current.DueAt, true
+	}
+	return time.Time{}, false
 }
 
 // count records the outcome of a settling write: success adds to ok (if any),
@@ -421,17 +441,30 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.t.delivered.Add(1)
 		err := r.store.Done(ctx, row, now)
 		r.count(ctx, "done", row.Key, err, nil)
+		r.leave(row.Key, forever)
 		r.settledFor(row, err == nil, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "error", sendErr)
 		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
+		r.leave(row.Key, forever)
 		r.settledFor(row, (err == nil || errors.Is(err, ErrDeadLettered)) && r.deadSettles(row), true)
 	default:
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
 		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
+		r.leave(row.Key, due)
 		r.settledFor(row, false, false)
 	}
+}
+
+// leave holds a row this run settled until until: the due index, which
+// lags as any global secondary index does, may return its old entry to a
+// later pass, and a claim of it would be refused (a write billed for
+// nothing) or, for a row due again, taken early. Whatever the settle's
+// outcome: one that failed leaves the row claimed under this run's lease,
+// which outlasts the run.
+func (r *run) leave(key string, until time.Time) {
+	r.held.Store(key, until)
 }

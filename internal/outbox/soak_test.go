@@ -103,7 +103,11 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// on the other.
 	policy.Ordered = map[string]outbox.DeadHead{"ordered.fifo": outbox.DeadHeadSkip, "blocking.fifo": outbox.DeadHeadBlock}
 	led := newLedger()
-	real := recStore{Store: store, l: led}
+	// The due index lags as a real GSI does, by up to two seconds of the
+	// soak's clock (two rounds): sweeps meet entries of rows already
+	// settled or due again, miss rows just staged, and see pages out of
+	// order. One index for every worker.
+	real := faults.NewIndexLag(recStore{Store: store, l: led}, seed, 2*time.Second)
 	sender := handOver{next: delivery.New(faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan}, routes, 0), l: led, ordered: policy.Ordered}
 	policy.MaxAttempts = 6
 	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
@@ -383,8 +387,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		require.Equal(t, want, got, "group %s: first arrivals in staging order", id)
 	}
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n%s",
-		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, plan.Report())
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  index lag              %s\n%s",
+		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, real.Counts(), plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
