@@ -198,8 +198,6 @@ func TestSweep_AStaleEntryOfAKeyStagedAgainClaimsTheFreshRowInItsOrder(t *testin
 	h.gone(t, "A")
 }
 
-
-
 // handed returns the keys of each call to the deliverer, in order.
 func handed(s *sendLog) [][]string {
 	s.mu.Lock()
