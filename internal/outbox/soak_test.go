@@ -198,7 +198,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 
 	// Run: each round, three sweepers (some crash) and the wake for the
 	// wave staged that round; the clock moves one second per round.
-	var sweeps, crashes atomic.Int64
+	var sweeps, crashes, refused atomic.Int64
 	runRound := func(round int, wake []outbox.DueRef) {
 		var wg sync.WaitGroup
 		for w := range 3 {
@@ -214,8 +214,9 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 					// across goroutines.
 					time.AfterFunc(time.Duration(20+(seed+uint64(round*3+w))%200)*time.Millisecond, cancel)
 				}
-				_, _ = e.Sweep(sctx)
+				res, _ := e.Sweep(sctx)
 				sweeps.Add(1)
+				refused.Add(int64(res.Conflicts))
 				if sctx.Err() != nil {
 					ss.mu.Lock()
 					for k := range ss.claimed {
@@ -229,7 +230,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			wg.Go(func() {
 				e, err := outbox.New(faults.Store{Store: real, Plan: plan}, sender, policy, outbox.WithClock(clock.Now))
 				require.NoError(t, err)
-				_, _ = e.DeliverRefs(ctx, wake)
+				res, _ := e.DeliverRefs(ctx, wake)
+				refused.Add(int64(res.Conflicts))
 			})
 		}
 		wg.Wait()
@@ -387,8 +389,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		require.Equal(t, want, got, "group %s: first arrivals in staging order", id)
 	}
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  index lag              %s\n%s",
-		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, real.Counts(), plan.Report())
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  index lag              %s\n%s",
+		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), real.Counts(), plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
