@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -106,19 +108,22 @@ func (l *IndexLag) QueryDue(ctx context.Context, shard int, now time.Time, after
 	}
 	for {
 		refs, more, err := l.Store.QueryDue(ctx, shard, now, after, limit)
-		if err != nil || len(refs) == 0 {
+		if err != nil {
 			return refs, more, err
 		}
+		// An empty page still shows the stale entries past after: the
+		// index does not know yet that the shard emptied.
 		page := l.show(shard, now, after, refs, more)
+		if !more || len(refs) == 0 {
+			return page, false, nil
+		}
 		last := refs[len(refs)-1]
-		if len(page) == 0 && more {
+		if len(page) == 0 {
 			after = &last // every entry is yet to reach the index: read on
 			continue
 		}
-		if more {
-			page[len(page)-1].Cursor = lagCursor{real: &last}
-		}
-		return page, more, nil
+		page[len(page)-1].Cursor = lagCursor{real: &last}
+		return page, true, nil
 	}
 }
 
@@ -185,24 +190,38 @@ func (l *IndexLag) missing(ref outbox.DueRef, now time.Time) bool {
 // wrote records a write to key at now that reaches the index only after
 // its lag: the entry last seen stays shown until then and, if the row is
 // due again (moved), its new entry is missing until then.
-func (l *IndexLag) wrote(key string, now time.Time, moved bool) {
+func (l *IndexLag) wrote(row outbox.Row, now time.Time, moved bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	key := row.Key
 	l.writes[key]++
 	until := now.Add(l.lagOf(key, l.writes[key]))
-	if ref, ok := l.seen[key]; ok {
-		l.stale[key] = staleEntry{ref: ref, until: until}
+	ref, ok := l.seen[key]
+	if !ok || !ref.CreatedAt.Equal(row.CreatedAt) {
+		// The index held the row's entry whether or not a query read it.
+		ref = outbox.DueRef{Key: key, Shard: l.shardOf(key), DueAt: row.DueAt, CreatedAt: row.CreatedAt, Queue: row.Queue,
+			Prev: row.Prev, Seq: row.Seq, Linked: true}
 	}
+	l.stale[key] = staleEntry{ref: ref, until: until}
 	if moved {
 		l.hidden[key] = until
 	}
+}
+
+// shardOf is the due-index shard of key, as the producer chose it.
+func (l *IndexLag) shardOf(key string) int {
+	n, err := strconv.Atoi(dynamo.ShardOf(key, l.Shards()))
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // Done implements outbox.Store.
 func (l *IndexLag) Done(ctx context.Context, row outbox.Row, now time.Time) error {
 	err := l.Store.Done(ctx, row, now)
 	if err == nil {
-		l.wrote(row.Key, now, false)
+		l.wrote(row, now, false)
 	}
 	return err
 }
@@ -213,7 +232,7 @@ func (l *IndexLag) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, h
 	if err == nil {
 		// The retry's own time is not passed down; the attempt's last
 		// error carries it.
-		l.wrote(row.Key, lastErrorAt(history, dueAt), true)
+		l.wrote(row, lastErrorAt(history, dueAt), true)
 	}
 	return err
 }
@@ -222,7 +241,7 @@ func (l *IndexLag) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, h
 func (l *IndexLag) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	err := l.Store.DeadLetter(ctx, row, now, history)
 	if err == nil {
-		l.wrote(row.Key, now, false)
+		l.wrote(row, now, false)
 	}
 	return err
 }
@@ -231,7 +250,7 @@ func (l *IndexLag) DeadLetter(ctx context.Context, row outbox.Row, now time.Time
 func (l *IndexLag) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAttempts int, history []outbox.AttemptError) error {
 	err := l.Store.Expire(ctx, row, now, maxAttempts, history)
 	if err == nil {
-		l.wrote(row.Key, now, false)
+		l.wrote(row, now, false)
 	}
 	return err
 }
@@ -240,7 +259,12 @@ func (l *IndexLag) Expire(ctx context.Context, row outbox.Row, now time.Time, ma
 func (l *IndexLag) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
 	err := l.Store.Quarantine(ctx, key, now, reason)
 	if err == nil {
-		l.wrote(key, now, false)
+		l.mu.Lock()
+		seen, ok := l.seen[key]
+		l.mu.Unlock()
+		if ok { // an unreadable item: only a query knows its entry
+			l.wrote(outbox.Row{Key: key, Queue: seen.Queue, DueAt: seen.DueAt, CreatedAt: seen.CreatedAt, Prev: seen.Prev, Seq: seen.Seq}, now, false)
+		}
 	}
 	return err
 }

@@ -188,7 +188,7 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 	// Not again in this run, unless its predecessor is delivered in it:
 	// each try costs a claim and a release, and a sweep that claims
 	// something runs another pass.
-	r.held.Store(row.Key, forever)
+	r.holdRow(row.Key, hold{until: forever})
 	if mine && r.order.parkOrReady(ref) {
 		return false
 	}
@@ -198,9 +198,6 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 	r.settledFor(row, false, false)
 	return false
 }
-
-// forever is a hold that outlasts any run.
-var forever = time.Unix(1<<62, 0)
 
 // settledFor ends the run's hold on a row after its settle: ok when the
 // row no longer holds its group (delivered, or dead under skip: dead). A

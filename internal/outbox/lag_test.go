@@ -212,3 +212,169 @@ func handed(s *sendLog) [][]string {
 	}
 	return out
 }
+
+// frontStale is a lagging due index that returns the given stale entries
+// first (as a GSI sorted by due time does for an entry older than the live
+// ones), then the store's own; a claim of a stale key takes slowClaim
+// longer, as a round trip to DynamoDB does.
+type frontStale struct {
+	outbox.Store
+	stale     []outbox.DueRef
+	slowClaim time.Duration
+	claims    atomic.Int64
+}
+
+func (x *frontStale) QueryDue(ctx context.Context, shard int, now time.Time, after *outbox.DueRef, limit int) ([]outbox.DueRef, bool, error) {
+	refs, more, err := x.Store.QueryDue(ctx, shard, now, after, limit)
+	if err != nil || more || after != nil {
+		return refs, more, err
+	}
+	fresh := map[string]bool{}
+	for _, ref := range refs {
+		fresh[ref.Key] = true
+	}
+	var out []outbox.DueRef
+	for _, ref := range x.stale {
+		if !fresh[ref.Key] && ref.Shard == shard {
+			out = append(out, ref)
+		}
+	}
+	return append(out, refs...), false, nil
+}
+
+func (x *frontStale) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (outbox.Row, error) {
+	x.claims.Add(1)
+	for _, ref := range x.stale {
+		if ref.Key == key {
+			time.Sleep(x.slowClaim)
+		}
+	}
+	return x.Store.Claim(ctx, key, now, lease, maxAttempts)
+}
+
+// A successor parks behind the stale entry of its predecessor without a
+// read; the refused claim shows the predecessor gone (the wake delivered
+// it), so the successor is checked again and goes in the same sweep,
+// rather than waiting a sweep interval for every sweep that meets the
+// stale entry (found by review 13a).
+func TestSweep_ARowParkedBehindAStaleEntryOfItsDeliveredPredecessorGoesInTheSameSweep(t *testing.T) {
+	t.Parallel()
+	h := newHarnessShards(t, 1)
+	ctx := context.Background()
+	row := func(key string) outbox.Row {
+		return outbox.Row{Key: key, Queue: "events.fifo", Group: "g", Payload: []byte(`{"k":"` + key + `"}`)}
+	}
+	require.NoError(t, h.store.StageOrdered(ctx, row("A"), h.clock.Now()))
+	require.NoError(t, h.store.StageOrdered(ctx, row("B"), h.clock.Now()))
+	refs, _, err := h.store.QueryDue(ctx, 0, h.clock.Now(), nil, 10)
+	require.NoError(t, err)
+	require.Len(t, refs, 2)
+	stale := refs[0]
+	require.Equal(t, "A", stale.Key)
+	stale.Cursor = nil
+
+	// The wake delivers A (its batch held only A); its delete has not
+	// reached the due index yet.
+	_, err = h.engine(t, orderedPolicy(outbox.DeadHeadBlock), nil).DeliverKeys(ctx, []string{"A"})
+	require.NoError(t, err)
+	h.gone(t, "A")
+	require.Equal(t, outbox.StatusPending, h.row(t, "B").Status)
+
+	idx := &frontStale{Store: h.store, stale: []outbox.DueRef{stale}, slowClaim: 100 * time.Millisecond}
+	log := &sendLog{next: h.sqs}
+	e, err := outbox.New(idx, log, orderedPolicy(outbox.DeadHeadBlock), outbox.WithClock(h.clock.Now))
+	require.NoError(t, err)
+	res, err := e.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"B"}, log.accepted()["g"],
+		"A is delivered (its claim was refused: no such row), so B, due, must go in this sweep: %+v", res)
+}
+
+// A run holds the rows it settled, not their keys: a key delivered and
+// staged again while the sweep runs is a new row, and goes in its next
+// pass, as a new key does (found by review 13a).
+func TestSweep_AKeyStagedAgainDuringTheSweepIsDeliveredByIt(t *testing.T) {
+	t.Parallel()
+	h := newHarnessShards(t, 1)
+	ctx := context.Background()
+	h.stage(t, rowsFor("orders", 2, "")...)
+	again := outbox.Row{Key: "orders-0", Queue: "orders", Payload: []byte(`{"again":true}`)}
+	other := outbox.Row{Key: "fresh-key", Queue: "orders", Payload: []byte(`{"fresh":true}`)}
+	var once sync.Once
+	st := faultStore{Store: h.store, doneErr: func(outbox.Row) error { return nil }}
+	restage := &doneHook{faultStore: st, after: func(r outbox.Row) {
+		if r.Key == again.Key {
+			once.Do(func() {
+				// The producer stages the key again (and a new key) while
+				// the sweep runs.
+				h.clock.Advance(time.Millisecond)
+				require.NoError(t, h.store.Stage(ctx, again, h.clock.Now()))
+				require.NoError(t, h.store.Stage(ctx, other, h.clock.Now()))
+			})
+		}
+	}}
+	e, err := outbox.New(restage, h.sqs, testPolicy(), outbox.WithClock(h.clock.Now))
+	require.NoError(t, err)
+	res, err := e.Sweep(ctx)
+	require.NoError(t, err)
+	h.gone(t, other.Key)
+	require.Equal(t, 4, res.Delivered, "the fresh row of orders-0 is due and new, as fresh-key is: %+v", res)
+	h.gone(t, again.Key)
+}
+
+// doneHook runs after once a Done succeeded.
+type doneHook struct {
+	faultStore
+	after func(outbox.Row)
+}
+
+func (d *doneHook) Done(ctx context.Context, row outbox.Row, now time.Time) error {
+	err := d.faultStore.Done(ctx, row, now)
+	if err == nil {
+		d.after(row)
+	}
+	return err
+}
+
+// Expiring and quarantining settle a row too: the run does not claim it
+// again when the lagging index returns it (found by review 13a).
+func TestSweep_NeverClaimsAgainARowItExpiredOrQuarantined(t *testing.T) {
+	t.Parallel()
+	p := testPolicy()
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, h *harness, key string)
+		check   func(t *testing.T, res outbox.Result)
+	}{
+		{"expired: final claim lapsed", func(t *testing.T, h *harness, key string) {
+			ctx := context.Background()
+			h.stage(t, outbox.Row{Key: key, Queue: "orders", Payload: []byte(`{}`)})
+			for range p.MaxAttempts {
+				_, err := h.store.Claim(ctx, key, h.clock.Now(), p.Lease, p.MaxAttempts)
+				require.NoError(t, err)
+				h.clock.Advance(p.Lease + time.Second) // a crash: the lease lapses
+			}
+		}, func(t *testing.T, res outbox.Result) { require.Equal(t, 1, res.Expired, "%+v", res) }},
+		{"quarantined: status not a string", func(t *testing.T, h *harness, key string) {
+			putRaw(t, h, key, true)
+		}, func(t *testing.T, res outbox.Result) { require.Equal(t, 1, res.DeadLettered, "%+v", res) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarnessShards(t, 1)
+			ctx := context.Background()
+			key := "settled-by-the-run"
+			tc.prepare(t, h, key)
+			h.stage(t, rowsFor("emails", 2, "")...) // so the sweep runs a second pass
+			idx := newStaleIndex(h.store, true)     // the index still shows what it showed
+			e, err := outbox.New(idx, h.sqs, p, outbox.WithClock(h.clock.Now))
+			require.NoError(t, err)
+			res, err := e.Sweep(ctx)
+			require.NoError(t, err)
+			tc.check(t, res)
+			require.Equal(t, 2, res.Delivered)
+			require.Zero(t, res.Conflicts, "the run settled the row itself: no refused claim of it, %+v", res)
+			require.EqualValues(t, 3, idx.claims.Load(), "one claim per row")
+		})
+	}
+}

@@ -227,6 +227,21 @@ func (o *order) release(key string, as *settledRow) (parked bool) {
 	return parked
 }
 
+// letGo ends this run's hold on key, a row it did not take because it has
+// moved on (gone, settled, dead, or settled by this run already, whose
+// index entry lags): the rows parked behind it go back to be checked
+// again, with a read, instead of being left for a later run.
+func (o *order) letGo(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.mine[key]; !ok {
+		return
+	}
+	delete(o.mine, key)
+	o.ready = append(o.ready, o.parked[key]...)
+	delete(o.parked, key)
+}
+
 // unheld returns the keys rows are parked behind that the run does not
 // hold: pending predecessors it has not been given.
 func (o *order) unheld() []string {

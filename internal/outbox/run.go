@@ -22,10 +22,11 @@ type run struct {
 	start  time.Time
 	stopAt time.Time // zero: no deadline
 	budget atomic.Int64
-	// held remembers rows to leave alone until a time: rows under another
-	// worker's live lease, so later passes do not pay for the same refused
-	// write again, and rows left to the wake, so they are counted once.
-	held sync.Map // key -> lease end (time.Time)
+	// held remembers rows to leave alone until a time (see hold): rows
+	// under another worker's live lease or settled, so later passes do not
+	// pay for the same refused write again, and rows left to the wake, so
+	// they are counted once.
+	held sync.Map // key -> hold
 	// oldest is the earliest due time seen, as Unix milliseconds (the unit
 	// due_at is stored in, so any stored value fits); noDue if none.
 	oldest atomic.Int64
@@ -203,14 +204,18 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		return false
 	}
 	now := r.now()
-	if until, ok := r.held.Load(ref.Key); ok && now.Before(until.(time.Time)) {
+	if h, ok := r.heldFor(ref, now); ok {
+		if h.movedOn {
+			r.order.letGo(ref.Key)
+			return true
+		}
 		return false
 	}
 	if r.order.isWaiting(ref.Key) {
 		return true // given again by a later pass: it waits already
 	}
 	if r.youngForWake(ref, now) {
-		r.held.Store(ref.Key, ref.CreatedAt.Add(r.grace))
+		r.holdRow(ref.Key, hold{until: ref.CreatedAt.Add(r.grace)})
 		r.t.skipped.Add(1)
 		return false
 	}
@@ -228,7 +233,7 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		case gateBlocked:
 			// An operator's redrive or purge is what changes it: not
 			// again in this run.
-			r.held.Store(ref.Key, forever)
+			r.holdRow(ref.Key, hold{until: forever})
 			r.order.leave(ref.Key)
 			return false
 		case gateError:
@@ -242,12 +247,17 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	var conflict *ConflictError
 	switch {
 	case errors.As(err, &conflict):
-		r.onClaimConflict(ctx, conflict, now)
+		if r.onClaimConflict(ctx, conflict, ref, now) {
+			r.order.letGo(ref.Key)
+			return true
+		}
 		return false
 	case errors.Is(err, ErrDeadLettered):
 		r.t.deadLettered.Add(1)
 		r.log.WarnContext(ctx, "row dead-lettered at claim", "key", ref.Key, "error", err)
-		return false
+		r.holdRow(ref.Key, settledHold(ref.CreatedAt))
+		r.order.letGo(ref.Key)
+		return true
 	case err != nil:
 		if ctx.Err() == nil {
 			r.t.errors.Add(1)
@@ -289,11 +299,16 @@ func (r *run) youngForWake(ref DueRef, now time.Time) bool {
 		now.Sub(ref.CreatedAt) < r.grace && !ref.DueAt.After(ref.CreatedAt)
 }
 
-func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, now time.Time) {
+// onClaimConflict acts on a refused claim of ref's row and holds the row
+// for as long as the refusal holds. It reports whether the row has moved
+// on (the run quarantined or expired it, or it is gone, settled or dead).
+func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef, now time.Time) (movedOn bool) {
 	switch {
 	case c.Malformed != "":
 		err := r.store.Quarantine(ctx, c.Key, now, TruncateError(fmt.Sprintf("%s: %s", errMalformed, c.Malformed)))
 		r.count(ctx, "quarantine", c.Key, err, &r.t.deadLettered)
+		r.holdRow(c.Key, settledHold(ref.CreatedAt))
+		return true
 	case c.Current != nil && c.Current.expirable(now, r.policy.MaxAttempts):
 		reason := "attempt budget spent"
 		if c.Current.Status == StatusClaimed {
@@ -302,30 +317,15 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, now time.Ti
 		hist := c.Current.withError(AttemptError{At: now, Attempt: c.Current.Attempt, Message: reason})
 		err := r.store.Expire(ctx, *c.Current, now, r.policy.MaxAttempts, hist)
 		r.count(ctx, "expire", c.Key, err, &r.t.expired)
-	default:
-		r.t.conflicts.Add(1)
-		if until, ok := holdAfterConflict(c.Current, now); ok {
-			r.held.Store(c.Key, until)
-		}
+		r.holdRow(c.Key, settledHold(ref.CreatedAt))
+		return true
 	}
-}
-
-// holdAfterConflict says until when a run should leave a row alone whose
-// claim was refused, as current shows it (nil: gone): a claim before then
-// would be refused again. Under another worker's lease, until the lease
-// ends; settled or gone, for the run (a due index lags, as any global
-// secondary index, and returns such rows for a while); due again later,
-// until then. A pending due row was lost to a race, and is not held.
-func holdAfterConflict(current *Row, now time.Time) (time.Time, bool) {
-	switch {
-	case current == nil || current.Status == StatusDone || current.Status == StatusFailed:
-		return forever, true
-	case current.Status == StatusClaimed:
-		return current.LeaseUntil, true
-	case current.DueAt.After(now):
-		return current.DueAt, true
+	r.t.conflicts.Add(1)
+	h, ok := holdAfterConflict(c.Current, ref, now)
+	if ok {
+		r.holdRow(c.Key, h)
 	}
-	return time.Time{}, false
+	return h.movedOn
 }
 
 // count records the outcome of a settling write: success adds to ok (if any),
@@ -441,30 +441,24 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.t.delivered.Add(1)
 		err := r.store.Done(ctx, row, now)
 		r.count(ctx, "done", row.Key, err, nil)
-		r.leave(row.Key, forever)
+		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, err == nil, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "error", sendErr)
 		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
-		r.leave(row.Key, forever)
+		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, (err == nil || errors.Is(err, ErrDeadLettered)) && r.deadSettles(row), true)
 	default:
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
 		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
-		r.leave(row.Key, due)
+		h := hold{until: due, row: row.CreatedAt}
+		if errors.Is(err, ErrDeadLettered) {
+			h = settledHold(row.CreatedAt)
+		}
+		r.holdRow(row.Key, h)
 		r.settledFor(row, false, false)
 	}
-}
-
-// leave holds a row this run settled until until: the due index, which
-// lags as any global secondary index does, may return its old entry to a
-// later pass, and a claim of it would be refused (a write billed for
-// nothing) or, for a row due again, taken early. Whatever the settle's
-// outcome: one that failed leaves the row claimed under this run's lease,
-// which outlasts the run.
-func (r *run) leave(key string, until time.Time) {
-	r.held.Store(key, until)
 }
