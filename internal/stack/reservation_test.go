@@ -84,7 +84,7 @@ func TestTemplate_ReservationAdviceNamesLambdasMinimumUnreserved(t *testing.T) {
 	texts := map[string]string{"README Deploy": deploy}
 	for param := range reservations {
 		texts[param+" description"] = load(t, nil).Parameters[param].Description
-		texts[param+" README row"] = regexp.MustCompile("(?m)^\\| `"+param+"` \\|.*$").FindString(string(readme))
+		texts[param+" README row"] = regexp.MustCompile("(?m)^\\| `" + param + "` \\|.*$").FindString(string(readme))
 		require.NotEmpty(t, texts[param+" README row"], "README has a row for %s", param)
 	}
 	for what, text := range texts {
