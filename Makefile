@@ -67,6 +67,20 @@ lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck, shellcheck, 
 	$(GO) run $(STATICCHECK) ./...
 	$(VENV)/bin/shellcheck localstack/*.sh scripts/*.sh .ci/run .ci/tracked-files
 
+# checkov has its own virtualenv: its pinned dependencies are not
+# aws-sam-cli's, and one resolver cannot satisfy both.
+CHECKOV_VENV    := .venv-checkov
+
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	rm -rf $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
+.PHONY: checkov
+checkov: venv $(CHECKOV_VENV)/.installed ## Scan template.yaml and its SAM translation with the pinned checkov, offline; fails on any finding not suppressed.
+	scripts/checkov.sh $(CHECKOV_VENV)/bin/checkov $(VENV)/bin/python template.yaml
+
 .PHONY: run
 run: venv ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).
 	$(GO) run ./cmd/outflow local $(ARGS)

@@ -24,6 +24,8 @@ func TestTranslation_HasNoFixedPhysicalNames(t *testing.T) {
 		"AWS::CloudWatch::Dashboard": "DashboardName", "AWS::CloudWatch::Alarm": "AlarmName", "AWS::IAM::Role": "RoleName",
 		"AWS::SQS::Queue": "QueueName", "AWS::DynamoDB::Table": "TableName",
 		"AWS::Lambda::EventSourceMapping": "", "AWS::Lambda::EventInvokeConfig": "",
+		// An inline policy: its PolicyName is scoped to the stack's own roles.
+		"AWS::IAM::Policy": "",
 	}
 	limit := map[string]int{"FunctionName": 64, "Name": 64, "LogGroupName": 512, "DashboardName": 255, "AlarmName": 255, "RoleName": 64, "QueueName": 80, "TableName": 255}
 	// The longest stack name CloudFormation accepts, and a long region.

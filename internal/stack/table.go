@@ -15,9 +15,15 @@ type Table struct {
 	KeySchema            []types.KeySchemaElement
 	// GlobalSecondaryIndexes decode into the SDK type: CloudFormation and
 	// the API name these fields alike.
-	GlobalSecondaryIndexes  []types.GlobalSecondaryIndex
-	StreamSpecification     struct{ StreamViewType types.StreamViewType }
-	SSESpecification        struct{ SSEEnabled bool }
+	GlobalSecondaryIndexes []types.GlobalSecondaryIndex
+	StreamSpecification    struct{ StreamViewType types.StreamViewType }
+	// SSESpecification names a customer managed key (SSEType KMS and
+	// KMSMasterKeyId) only when the template's KmsKeyArn is set.
+	SSESpecification struct {
+		SSEEnabled     bool
+		SSEType        string
+		KMSMasterKeyId string
+	}
 	TimeToLiveSpecification struct {
 		AttributeName string
 		Enabled       bool
@@ -58,6 +64,7 @@ func (tb Table) CreateTableInput(name string) *dynamodb.CreateTableInput {
 type Queue struct {
 	FifoQueue              bool
 	SqsManagedSseEnabled   bool
+	KmsMasterKeyId         string
 	MessageRetentionPeriod int
 	RedrivePolicy          *struct {
 		DeadLetterTargetArn string `json:"deadLetterTargetArn"`

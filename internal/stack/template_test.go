@@ -147,9 +147,16 @@ type statement struct {
 	Resource []string
 }
 
+// statements are each role's policy statements, by role: its inline
+// policies' and those of every AWS::IAM::Policy attached to it.
 func statements(t *testing.T, tpl *stack.Template) map[string][]statement {
 	t.Helper()
 	out := map[string][]statement{}
+	add := func(role string, raw []map[string]any) {
+		for _, r := range raw {
+			out[role] = append(out[role], statement{Effect: fmt.Sprint(r["Effect"]), Action: list(r["Action"]), Resource: list(r["Resource"])})
+		}
+	}
 	for _, name := range tpl.OfType("AWS::IAM::Role") {
 		var role struct {
 			Policies []struct {
@@ -160,9 +167,20 @@ func statements(t *testing.T, tpl *stack.Template) map[string][]statement {
 		require.NoError(t, tpl.Resources[name].Decode(&role))
 		require.Empty(t, role.ManagedPolicyArns, "%s: managed policies are not least privilege", name)
 		for _, p := range role.Policies {
-			for _, raw := range p.PolicyDocument.Statement {
-				out[name] = append(out[name], statement{Effect: fmt.Sprint(raw["Effect"]), Action: list(raw["Action"]), Resource: list(raw["Resource"])})
-			}
+			add(name, p.PolicyDocument.Statement)
+		}
+	}
+	for _, name := range tpl.OfType("AWS::IAM::Policy") {
+		var p struct {
+			Roles          []string
+			PolicyDocument struct{ Statement []map[string]any }
+		}
+		require.NoError(t, tpl.Resources[name].Decode(&p))
+		require.NotEmpty(t, p.Roles, "%s is attached to no role", name)
+		for _, ref := range p.Roles {
+			role := strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")
+			require.Equal(t, "AWS::IAM::Role", tpl.Resources[role].Type, "%s: %s is not a role of this stack", name, ref)
+			add(role, p.PolicyDocument.Statement)
 		}
 	}
 	return out
@@ -182,23 +200,29 @@ func list(v any) []string {
 	return nil
 }
 
+// TestTemplate_PoliciesGrantLeastPrivilege checks the roles with and
+// without KmsKeyArn: no wildcard, and every resource one of this stack's or
+// the customer key given.
 func TestTemplate_PoliciesGrantLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	tpl := load(t, nil)
-	byRole := statements(t, tpl)
-	require.Len(t, byRole, 2)
-	for role, stmts := range byRole {
-		for _, s := range stmts {
-			require.Equal(t, "Allow", s.Effect)
-			for _, a := range s.Action {
-				require.NotContains(t, a, "*", "%s: wildcard action %s", role, a)
-			}
-			for _, r := range s.Resource {
-				require.NotContains(t, r, "*", "%s: wildcard resource %s", role, r)
-				require.True(t, strings.HasPrefix(r, "${"), "%s: resource %s must name a resource of this stack", role, r)
+	for _, key := range []string{"", testKey} {
+		byRole := statements(t, load(t, map[string]string{"KmsKeyArn": key}))
+		require.Len(t, byRole, 2)
+		for role, stmts := range byRole {
+			for _, s := range stmts {
+				require.Equal(t, "Allow", s.Effect)
+				for _, a := range s.Action {
+					require.NotContains(t, a, "*", "%s: wildcard action %s", role, a)
+				}
+				for _, r := range s.Resource {
+					require.NotContains(t, r, "*", "%s: wildcard resource %s", role, r)
+					require.True(t, strings.HasPrefix(r, "${") || (key != "" && r == key), "%s: resource %s must name a resource of this stack or the key", role, r)
+				}
 			}
 		}
 	}
+	tpl := load(t, nil)
+	byRole := statements(t, tpl)
 	// Every function uses its own role, so SAM adds no policies of its own.
 	for _, name := range functions {
 		require.True(t, strings.HasPrefix(function(t, tpl, name).Role, "${"), name)
