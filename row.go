@@ -54,7 +54,8 @@ var (
 	// item size limit.
 	ErrItemTooLarge = dynamo.ErrItemTooLarge
 	// ErrOrderedRoute is returned by TransactItem for a row of an ordered
-	// route, which TransactItems stages.
+	// route, which TransactItems stages, and by Transact for two rows of
+	// one ordered group (each would move the group's tail).
 	ErrOrderedRoute = errors.New("ordered route")
 	// ErrNotStaged is returned by Put for a row of an ordered group that
 	// was not staged because an earlier row of its group failed.

@@ -28,7 +28,7 @@ var (
 	ErrConditionFailed = errors.New("condition failed")
 	// ErrTransactionConflict: another transaction or write held an item
 	// while this one ran. Sending the transaction again may succeed.
-	ErrTransactionConflict = errors.New("transaction conflict")
+	ErrTransactionConflict = errors.New("transaction conflict: another transaction held the item")
 )
 
 // Cancellation reason codes DynamoDB gives per item.
