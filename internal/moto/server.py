@@ -63,6 +63,15 @@ def _fault_endpoint(fn):
     return call
 
 
+def _hash_value(table, key):
+    """The hash key's wire value, {"S": "k"} -> "k"; None for a key that
+    lacks it, which moto goes on to refuse as it always did."""
+    value = key.get(table.hash_key_attr)
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    return str(next(iter(value.values())))
+
+
 def _conflict_armed(table_name, key_value):
     """Consumes one armed conflict for the item, if there is one."""
     ident = (table_name, key_value)
@@ -178,9 +187,7 @@ def _transact_write_items(self, transact_items):
         seen.add(ident)
         current = self.get_item(table_name, key)
         reason = (None, None, None)
-        # The hash key's wire value, {"S": "k"}: its one value is the key.
-        hash_value = str(next(iter(key[table.hash_key_attr].values())))
-        if _conflict_armed(str(table_name), hash_value):
+        if _conflicts and _conflict_armed(str(table_name), _hash_value(table, key)):
             # DynamoDB's reason when another transaction holds the item.
             errors.append(("TransactionConflict", "Transaction is ongoing for the item", None))
             plan.append((op_type, op, table, key))
