@@ -34,6 +34,7 @@ type Config struct {
 
 // Producer stages rows into one outbox table. It is safe for concurrent use.
 type Producer struct {
+	api      dynamo.API
 	store    *dynamo.Store
 	maxBytes int
 	ordered  map[string]bool
@@ -57,7 +58,7 @@ func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
 		}
 		ordered[q] = true
 	}
-	return &Producer{store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, now: time.Now}, nil
+	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, now: time.Now}, nil
 }
 
 // prepare validates a row and fills in its key.
@@ -73,8 +74,8 @@ func (p *Producer) prepare(r Row) (outbox.Row, error) {
 
 // TransactItem validates row and returns the conditional put that stages
 // it, for your own TransactWriteItems: the transaction fails if the key is
-// already staged. An empty Key is filled with a new ULID; read it back
-// from the returned item if you need it.
+// already staged (Classify tells you how). An empty Key is filled with a
+// new ULID; read it back from the returned item if you need it.
 //
 // A row of an ordered route needs TransactItems instead.
 func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
@@ -85,16 +86,24 @@ func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
 	if p.ordered[row.Queue] {
 		return types.TransactWriteItem{}, fmt.Errorf("%w: route %s is ordered: stage its rows with TransactItems", ErrOrderedRoute, row.Queue)
 	}
+	return p.put(row)
+}
+
+// put is the conditional put that stages an unordered row. It asks for
+// the staged item when the key is taken, so Classify can compare its
+// content without reading it.
+func (p *Producer) put(row outbox.Row) (types.TransactWriteItem, error) {
 	in, err := p.store.StageInput(row, p.now())
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
 	return types.TransactWriteItem{Put: &types.Put{
-		TableName:                 in.TableName,
-		Item:                      in.Item,
-		ConditionExpression:       in.ConditionExpression,
-		ExpressionAttributeNames:  in.ExpressionAttributeNames,
-		ExpressionAttributeValues: in.ExpressionAttributeValues,
+		TableName:                           in.TableName,
+		Item:                                in.Item,
+		ConditionExpression:                 in.ConditionExpression,
+		ExpressionAttributeNames:            in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}, nil
 }
 
@@ -104,15 +113,21 @@ func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
 // update of its group's item that appends the row to the group, read here
 // with one consistent read. If another producer stages into the same group
 // before your transaction commits, DynamoDB cancels it (the group item's
-// condition fails, or a TransactionConflict): call TransactItems again and
-// retry. The row is never staged out of its place.
+// condition fails, or a TransactionConflict; Classify says which): call
+// TransactItems again and retry. The row is never staged out of its place.
 func (p *Producer) TransactItems(ctx context.Context, r Row) ([]types.TransactWriteItem, error) {
 	row, err := p.prepare(r)
 	if err != nil {
 		return nil, err
 	}
+	return p.stageItems(ctx, row)
+}
+
+// stageItems is the writes that stage a prepared row: its put, and for an
+// ordered route its group's tail update after it.
+func (p *Producer) stageItems(ctx context.Context, row outbox.Row) ([]types.TransactWriteItem, error) {
 	if !p.ordered[row.Queue] {
-		item, err := p.TransactItem(r)
+		item, err := p.put(row)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +177,7 @@ func (p *Producer) Put(ctx context.Context, rows ...Row) ([]string, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = p.put(ctx, row, p.store.Stage)
+			errs[i] = p.stage(ctx, row, p.store.Stage)
 		})
 	}
 	for _, id := range order {
@@ -176,7 +191,7 @@ func (p *Producer) Put(ctx context.Context, rows ...Row) ([]string, error) {
 					continue
 				}
 				if errs[i] == nil {
-					errs[i] = p.put(ctx, prepared[i], p.store.StageOrdered)
+					errs[i] = p.stage(ctx, prepared[i], p.store.StageOrdered)
 				}
 				failed = errs[i]
 			}
@@ -186,7 +201,8 @@ func (p *Producer) Put(ctx context.Context, rows ...Row) ([]string, error) {
 	return keys, errors.Join(errs...)
 }
 
-func (p *Producer) put(ctx context.Context, row outbox.Row, stage func(context.Context, outbox.Row, time.Time) error) error {
+// stage stages row on its own, following Put's rule for a staged key.
+func (p *Producer) stage(ctx context.Context, row outbox.Row, stage func(context.Context, outbox.Row, time.Time) error) error {
 	err := stage(ctx, row, p.now())
 	var conflict *outbox.ConflictError
 	if !errors.As(err, &conflict) {

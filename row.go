@@ -45,21 +45,25 @@ var (
 	ErrAttributeValue    = delivery.ErrAttributeValue
 	ErrGroupRequired     = delivery.ErrGroupRequired
 	ErrInvalidGroup      = delivery.ErrInvalidID
-	// ErrKeyConflict is returned by Put when the key is already staged
-	// with different content.
+	// ErrKeyConflict is returned by Put, and by Classify and Transact for
+	// a canceled transaction, when the key is already staged with
+	// different content.
 	ErrKeyConflict = errors.New("key already staged with different content")
 	// ErrItemTooLarge is returned by Put and TransactItem when the row's
 	// item, with the room its delivery state needs, would pass DynamoDB's
 	// item size limit.
 	ErrItemTooLarge = dynamo.ErrItemTooLarge
 	// ErrOrderedRoute is returned by TransactItem for a row of an ordered
-	// route, which TransactItems stages.
+	// route, which TransactItems stages, and by Transact for two rows of
+	// one ordered group (each would move the group's tail).
 	ErrOrderedRoute = errors.New("ordered route")
 	// ErrNotStaged is returned by Put for a row of an ordered group that
 	// was not staged because an earlier row of its group failed.
 	ErrNotStaged = errors.New("not staged")
 	// ErrGroupRace is returned by Put when other producers kept staging
-	// into the same ordered group first, every time it tried.
+	// into the same ordered group first, every time it tried; and by
+	// Classify and Transact when another producer staged into the group
+	// after TransactItems read its tail (build the items again and retry).
 	ErrGroupRace = dynamo.ErrGroupRace
 )
 

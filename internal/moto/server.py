@@ -8,6 +8,12 @@ exactly as moto_server does (same arguments). It also makes an update
 that fails part way leave the item as it was, as DynamoDB does, refuses
 update arithmetic whose result DynamoDB cannot store, and checks a
 transaction's conditions before its writes instead of copying each table.
+
+For tests only, POST /outflow-faults/transaction-conflict?table=T&key=K
+makes the next TransactWriteItems that touches the item whose hash key is K
+in table T cancel with a TransactionConflict for that item, as DynamoDB
+does when another transaction holds it (moto, serialised by the lock
+below, never produces one).
 """
 import copy
 import decimal
@@ -27,8 +33,54 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from werkzeug.wrappers import Request, Response
 
 _lock = threading.RLock()
+
+# (table name, hash key value) -> how many more transactions touching that
+# item cancel with a TransactionConflict. Armed by the endpoint below.
+_conflicts = {}
+_FAULT_PATH = "/outflow-faults/transaction-conflict"
+
+
+def _fault_endpoint(fn):
+    """Serves the fault endpoint and passes every other request to moto."""
+
+    @functools.wraps(fn)
+    def call(self, environ, start_response):
+        if environ.get("PATH_INFO") != _FAULT_PATH:
+            return fn(self, environ, start_response)
+        args = Request(environ).args
+        table, key = args.get("table"), args.get("key")
+        if environ.get("REQUEST_METHOD") != "POST" or not table or not key:
+            return Response("POST with table and key\n", status=400)(environ, start_response)
+        with _lock:
+            ident = (table, key)
+            _conflicts[ident] = _conflicts.get(ident, 0) + 1
+        return Response("armed\n")(environ, start_response)
+
+    return call
+
+
+def _hash_value(table, key):
+    """The hash key's wire value, {"S": "k"} -> "k"; None for a key that
+    lacks it, which moto goes on to refuse as it always did."""
+    value = key.get(table.hash_key_attr)
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    return str(next(iter(value.values())))
+
+
+def _conflict_armed(table_name, key_value):
+    """Consumes one armed conflict for the item, if there is one."""
+    ident = (table_name, key_value)
+    if _conflicts.get(ident, 0) < 1:
+        return False
+    _conflicts[ident] -= 1
+    if _conflicts[ident] == 0:
+        del _conflicts[ident]
+    return True
 
 
 def _atomic(fn):
@@ -135,6 +187,11 @@ def _transact_write_items(self, transact_items):
         seen.add(ident)
         current = self.get_item(table_name, key)
         reason = (None, None, None)
+        if _conflicts and _conflict_armed(str(table_name), _hash_value(table, key)):
+            # DynamoDB's reason when another transaction holds the item.
+            errors.append(("TransactionConflict", "Transaction is ongoing for the item", None))
+            plan.append((op_type, op, table, key))
+            continue
         cond = op.get("ConditionExpression")
         if cond is not None:
             check = get_filter_expression(cond, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues"))
@@ -189,6 +246,7 @@ def _put_back(saved):
 
 
 DynamoDBBackend.transact_write_items = _transact_write_items
+DomainDispatcherApplication.__call__ = _fault_endpoint(DomainDispatcherApplication.__call__)
 DynamoType.__add__ = _storable(DynamoType.__add__)
 DynamoType.__sub__ = _storable(DynamoType.__sub__)
 DynamoDBBackend.update_item = _all_or_nothing(DynamoDBBackend.update_item)
