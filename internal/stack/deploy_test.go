@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +25,58 @@ import (
 	"github.com/outflowhq/outflow/internal/stack"
 )
 
-// deployParameters are the parameters the test stack is created with: the
-// defaults, but for a sweep reservation and an alarm topic, so the
-// resources and properties those two switch on are deployed and checked
-// too.
+// deployParameters are the parameters the test stack is created with.
+// Each differs from its default and from the others of its kind, so a
+// template that wires the wrong parameter to a setting fails the checks
+// against the parameter (wiredTo); a sweep reservation and an alarm topic
+// turn on the properties they switch.
 var deployParameters = map[string]string{
-	"SweepReservedConcurrency": "5",
-	"AlarmTopicArn":            "arn:aws:sns:us-east-1:000000000000:outflow-alarms",
+	"SweepReservedConcurrency":    "5",
+	"AlarmTopicArn":               "arn:aws:sns:us-east-1:000000000000:outflow-alarms",
+	"SweepRate":                   "rate(2 minutes)",
+	"SweepMemoryMB":               "512",
+	"WakeMemoryMB":                "384",
+	"SweepTimeoutSeconds":         "90",
+	"WakeTimeoutSeconds":          "20",
+	"WakeBatchSize":               "50",
+	"WakeBatchWindowSeconds":      "1",
+	"WakeParallelizationFactor":   "2",
+	"WakeMaxRetryAttempts":        "3",
+	"WakeMaxRecordAgeSeconds":     "120",
+	"BacklogAlarmThresholdMs":     "250000",
+	"IteratorAgeAlarmThresholdMs": "30000",
+	"NoSweepAlarmPeriodSeconds":   "600",
+	"BlockedGroupAlarmMinutes":    "20",
+}
+
+// wiredTo names, for a resource's settings, the parameter each comes from,
+// as the README's parameter table documents them.
+var wiredTo = map[string]map[string]string{
+	"SweepFunction":          {"MemorySize": "SweepMemoryMB", "Timeout": "SweepTimeoutSeconds", "ReservedConcurrentExecutions": "SweepReservedConcurrency"},
+	"WakeFunction":           {"MemorySize": "WakeMemoryMB", "Timeout": "WakeTimeoutSeconds"},
+	"WakeFunctionStream":     {"BatchSize": "WakeBatchSize", "MaximumBatchingWindowInSeconds": "WakeBatchWindowSeconds", "ParallelizationFactor": "WakeParallelizationFactor", "MaximumRetryAttempts": "WakeMaxRetryAttempts", "MaximumRecordAgeInSeconds": "WakeMaxRecordAgeSeconds"},
+	"SweepFunctionSchedule":  {"ScheduleExpression": "SweepRate"},
+	"BacklogAlarm":           {"Threshold": "BacklogAlarmThresholdMs"},
+	"StreamIteratorAgeAlarm": {"Threshold": "IteratorAgeAlarmThresholdMs"},
+	"BlockedGroupAlarm":      {"Threshold": "BlockedGroupAlarmMinutes"},
+	"NoSweepAlarm":           {"Period": "NoSweepAlarmPeriodSeconds"},
+}
+
+// requireWired checks a deployed setting against the parameter wiredTo
+// names for it, if any.
+func (d *deployment) requireWired(t *testing.T, logical, setting string, got any) {
+	t.Helper()
+	d.wired[logical+"."+setting] = true
+	param, ok := wiredTo[logical][setting]
+	if !ok {
+		return
+	}
+	want, ok := deployParameters[param]
+	require.True(t, ok, "%s is deployed with a value of its own", param)
+	if f, isFloat := got.(float64); isFloat {
+		got = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	require.Equal(t, want, fmt.Sprint(got), "%s %s is the %s parameter", logical, setting, param)
 }
 
 // deployment is a CloudFormation stack created from SAM's translation of
@@ -48,6 +94,8 @@ type deployment struct {
 	// values fills the template's ${Name} and ${Name.Attr} placeholders
 	// with what the deployment made of them.
 	values map[string]string
+	// wired records each setting checked against its parameter.
+	wired map[string]bool
 }
 
 // deploy creates the stack and waits until it is complete. Lambda code
@@ -56,7 +104,7 @@ type deployment struct {
 func deploy(t *testing.T) *deployment {
 	t.Helper()
 	ctx := context.Background()
-	d := &deployment{cfg: awstest.TestConfig(t), name: awstest.UniqueName("outflow-deploy"), tpl: translated(t, deployParameters)}
+	d := &deployment{cfg: awstest.TestConfig(t), name: awstest.UniqueName("outflow-deploy"), tpl: translated(t, deployParameters), wired: map[string]bool{}}
 	require.NoError(t, json.Unmarshal(translatedRaw(t), &d.raw))
 
 	bucket := awstest.UniqueName("outflow-code")
@@ -233,6 +281,13 @@ func TestDeployedStack_IsWhatTheTemplateSays(t *testing.T) {
 	t.Run("schedule", d.checkSchedule)
 	t.Run("alarms", d.checkAlarms)
 	t.Run("dashboard", d.checkDashboard)
+	t.Run("every wired setting was checked", func(t *testing.T) {
+		for logical, settings := range wiredTo {
+			for setting := range settings {
+				require.True(t, d.wired[logical+"."+setting], "%s %s", logical, setting)
+			}
+		}
+	})
 	// Last: it deletes the stack.
 	t.Run("deleting the stack keeps the table", d.checkRetain)
 }

@@ -59,6 +59,8 @@ func (d *deployment) checkAlarms(t *testing.T) {
 		require.Equal(t, want.DatapointsToAlarm, int(aws.ToInt32(got.DatapointsToAlarm)), name)
 		require.NotNil(t, got.Threshold, name)
 		require.Equal(t, want.Threshold, *got.Threshold, name)
+		d.requireWired(t, name, "Threshold", *got.Threshold)
+		d.requireWired(t, name, "Period", aws.ToInt32(got.Period))
 		require.Equal(t, want.ComparisonOperator, string(got.ComparisonOperator), name)
 		require.Equal(t, want.TreatMissingData, aws.ToString(got.TreatMissingData), name)
 		require.Equal(t, []string{topic}, want.AlarmActions, "%s notifies AlarmTopicArn", name)

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,6 +54,8 @@ func (d *deployment) checkFunctions(t *testing.T) {
 		require.Equal(t, want.Architectures, arch, name)
 		require.Equal(t, want.MemorySize, int(aws.ToInt32(got.MemorySize)), name)
 		require.Equal(t, want.Timeout, int(aws.ToInt32(got.Timeout)), name)
+		d.requireWired(t, name, "MemorySize", aws.ToInt32(got.MemorySize))
+		d.requireWired(t, name, "Timeout", aws.ToInt32(got.Timeout))
 		d.requireRole(t, want.Role, aws.ToString(got.Role))
 
 		require.NotNil(t, got.Environment, name)
@@ -61,6 +64,13 @@ func (d *deployment) checkFunctions(t *testing.T) {
 			wantEnv[k] = d.sub(t, v)
 		}
 		require.Equal(t, wantEnv, got.Environment.Variables, name)
+		require.Equal(t, d.ids["OutboxTable"], got.Environment.Variables["OUTFLOW_TABLE"], name)
+		require.Equal(t, fmt.Sprintf("%ds", aws.ToInt32(got.Timeout)), got.Environment.Variables["OUTFLOW_FUNCTION_TIMEOUT"], "%s knows its own timeout", name)
+		for _, queue := range d.tpl.OfType("AWS::SQS::Queue") {
+			if !strings.HasSuffix(queue, "DLQ") {
+				require.Contains(t, got.Environment.Variables["OUTFLOW_ROUTES"], "="+d.ids[queue], "%s routes to %s", name, queue)
+			}
+		}
 
 		conc, err := lam.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(d.ids[name])})
 		require.NoError(t, err, name)
@@ -71,10 +81,9 @@ func (d *deployment) checkFunctions(t *testing.T) {
 			require.NoError(t, err, name)
 			require.NotNil(t, conc.ReservedConcurrentExecutions, name)
 			require.Equal(t, n, int64(*conc.ReservedConcurrentExecutions), name)
+			d.requireWired(t, name, "ReservedConcurrentExecutions", *conc.ReservedConcurrentExecutions)
 		}
 	}
-	require.Equal(t, deployParameters["SweepReservedConcurrency"], d.tpl.Parameters["SweepReservedConcurrency"].Value,
-		"the stack reserves concurrency, so the reservation is checked")
 
 	configs := d.tpl.OfType("AWS::Lambda::EventInvokeConfig")
 	require.NotEmpty(t, configs)
@@ -127,6 +136,11 @@ func (d *deployment) checkMapping(t *testing.T) {
 	require.Equal(t, want.ParallelizationFactor, int(aws.ToInt32(got.ParallelizationFactor)))
 	require.Equal(t, want.MaximumRetryAttempts, int(aws.ToInt32(got.MaximumRetryAttempts)))
 	require.Equal(t, want.MaximumRecordAgeInSeconds, int(aws.ToInt32(got.MaximumRecordAgeInSeconds)))
+	d.requireWired(t, names[0], "BatchSize", aws.ToInt32(got.BatchSize))
+	d.requireWired(t, names[0], "MaximumBatchingWindowInSeconds", aws.ToInt32(got.MaximumBatchingWindowInSeconds))
+	d.requireWired(t, names[0], "ParallelizationFactor", aws.ToInt32(got.ParallelizationFactor))
+	d.requireWired(t, names[0], "MaximumRetryAttempts", aws.ToInt32(got.MaximumRetryAttempts))
+	d.requireWired(t, names[0], "MaximumRecordAgeInSeconds", aws.ToInt32(got.MaximumRecordAgeInSeconds))
 	require.NotNil(t, want.BisectBatchOnFunctionError)
 	require.Equal(t, *want.BisectBatchOnFunctionError, aws.ToBool(got.BisectBatchOnFunctionError))
 	var types []string
@@ -170,7 +184,7 @@ func (d *deployment) checkSchedule(t *testing.T) {
 	resourceOf(t, d.tpl, names[0], "AWS::Scheduler::Schedule", &want)
 	got, err := scheduler.NewFromConfig(d.cfg).GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(d.ids[names[0]])})
 	require.NoError(t, err)
-	require.Equal(t, d.tpl.Parameters["SweepRate"].Value, aws.ToString(got.ScheduleExpression), "the SweepRate parameter")
+	d.requireWired(t, names[0], "ScheduleExpression", aws.ToString(got.ScheduleExpression))
 	require.Equal(t, want.ScheduleExpression, aws.ToString(got.ScheduleExpression))
 	require.Equal(t, want.State, string(got.State))
 	require.NotNil(t, got.FlexibleTimeWindow)
