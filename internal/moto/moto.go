@@ -3,7 +3,8 @@
 // loopback port, in its own process group, so nothing outlives its parent.
 // It starts moto through server.py, which makes DynamoDB item writes atomic
 // as they are in DynamoDB (moto alone lets two concurrent conditional
-// writes to one item both succeed).
+// writes to one item both succeed), and cloudformation.py, which lets
+// moto's CloudFormation create every resource type Outflow's stack has.
 package moto
 
 import (
@@ -45,6 +46,13 @@ func Path() (string, error) {
 //go:embed server.py
 var launcher string
 
+// cloudFormation is cloudformation.py: the resource types and properties
+// Outflow's stack needs that moto's CloudFormation lacks. It runs before
+// the launcher, in the same interpreter.
+//
+//go:embed cloudformation.py
+var cloudFormation string
+
 // Start starts a moto server on a free loopback port and waits until it
 // answers. It runs in its own process group and dies with its parent.
 func Start(ctx context.Context) (*Server, error) {
@@ -56,7 +64,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, "-c", launcher, "-H", "127.0.0.1", "-p", port)
+	cmd := exec.Command(path, "-c", cloudFormation+"\n"+launcher, "-H", "127.0.0.1", "-p", port)
 	if os.Getenv("OUTFLOW_MOTO_LOG") != "" {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}

@@ -1,0 +1,280 @@
+"""Teaches moto's CloudFormation what Outflow's stack needs and moto lacks.
+
+moto 5.2.5 cannot create AWS::CloudWatch::Alarm, AWS::Scheduler::Schedule
+or AWS::Lambda::EventInvokeConfig (a stack naming them fails, or skips
+them), names a FIFO queue without QueueName without the ".fifo" suffix
+CloudFormation gives it (so SQS refuses it), drops a function's
+Architectures (LoggingConfig it does not keep at all), and a table's TTL,
+point in time recovery and encryption. Each resource below is created through the
+same moto backend call the service's API makes, with CloudFormation's
+property names (the APIs' own), so the deployed stack can be read back
+through the real APIs: DescribeAlarms, GetSchedule,
+GetFunctionEventInvokeConfig, GetQueueAttributes, GetFunction.
+
+Only CloudFormation stacks use this; nothing else in moto changes.
+"""
+import copy
+
+from moto.core.common_models import CloudFormationModel
+
+
+def _number(v, kind):
+    """CloudFormation passes a parameter's Ref as a string and converts it
+    to the property's type; so does this."""
+    return None if v is None else kind(v)
+
+
+class _OutflowAlarm(CloudFormationModel):
+    # moto files each model under the service its module names.
+    __module__ = "moto.cloudwatch.models"
+
+    def __init__(self, alarm):
+        self.alarm = alarm
+
+    @staticmethod
+    def cloudformation_name_type():
+        return "AlarmName"
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::CloudWatch::Alarm"
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        from moto.cloudwatch.models import Dimension, Metric, MetricDataQuery, MetricStat, cloudwatch_backends
+
+        p = cloudformation_json["Properties"]
+        queries = None
+        if p.get("Metrics"):
+            queries = []
+            for q in p["Metrics"]:
+                stat = None
+                if "MetricStat" in q:
+                    ms = q["MetricStat"]
+                    m = ms["Metric"]
+                    dims = [Dimension(d["Name"], d["Value"]) for d in m.get("Dimensions", [])]
+                    stat = MetricStat(
+                        Metric(m["MetricName"], m.get("Namespace"), dims),
+                        _number(ms.get("Period"), int),
+                        ms.get("Stat"),
+                        ms.get("Unit"),
+                    )
+                queries.append(
+                    MetricDataQuery(
+                        q["Id"], q.get("Label"), _number(q.get("Period"), int), q.get("ReturnData"), q.get("Expression"), stat
+                    )
+                )
+        alarm = cloudwatch_backends[account_id][region_name].put_metric_alarm(
+            name=resource_name,
+            namespace=p.get("Namespace"),
+            metric_name=p.get("MetricName"),
+            metric_data_queries=queries,
+            comparison_operator=p.get("ComparisonOperator"),
+            evaluation_periods=_number(p.get("EvaluationPeriods"), int),
+            datapoints_to_alarm=_number(p.get("DatapointsToAlarm"), int),
+            period=_number(p.get("Period"), int),
+            threshold=_number(p.get("Threshold"), float),
+            statistic=p.get("Statistic"),
+            description=p.get("AlarmDescription"),
+            dimensions=p.get("Dimensions", []),
+            alarm_actions=p.get("AlarmActions", []),
+            ok_actions=p.get("OKActions", []),
+            insufficient_data_actions=p.get("InsufficientDataActions", []),
+            unit=p.get("Unit"),
+            actions_enabled=p.get("ActionsEnabled", True),
+            treat_missing_data=p.get("TreatMissingData"),
+        )
+        return cls(alarm)
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        cloudwatch_backends[account_id][region_name].delete_alarms([resource_name])
+
+    @property
+    def physical_resource_id(self):
+        return self.alarm.name
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr == "Arn"
+
+    def get_cfn_attribute(self, attribute_name):
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        if attribute_name == "Arn":
+            return self.alarm.alarm_arn
+        raise UnformattedGetAttTemplateException()
+
+
+class _OutflowSchedule(CloudFormationModel):
+    # moto files each model under the service its module names.
+    __module__ = "moto.scheduler.models"
+
+    def __init__(self, schedule):
+        self.schedule = schedule
+
+    @staticmethod
+    def cloudformation_name_type():
+        return "Name"
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::Scheduler::Schedule"
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        from moto.scheduler.models import scheduler_backends
+
+        p = copy.deepcopy(cloudformation_json["Properties"])
+        retry = p.get("Target", {}).get("RetryPolicy")
+        for k in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
+            if retry and k in retry:
+                retry[k] = int(retry[k])
+        schedule = scheduler_backends[account_id][region_name].create_schedule(
+            description=p.get("Description"),
+            end_date=p.get("EndDate"),
+            flexible_time_window=p.get("FlexibleTimeWindow"),
+            group_name=p.get("GroupName"),
+            kms_key_arn=p.get("KmsKeyArn"),
+            name=resource_name,
+            schedule_expression=p.get("ScheduleExpression"),
+            schedule_expression_timezone=p.get("ScheduleExpressionTimezone"),
+            start_date=p.get("StartDate"),
+            state=p.get("State"),
+            target=p.get("Target"),
+            action_after_completion=None,
+        )
+        return cls(schedule)
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+        from moto.scheduler.models import scheduler_backends
+
+        scheduler_backends[account_id][region_name].delete_schedule(
+            cloudformation_json["Properties"].get("GroupName"), resource_name
+        )
+
+    @property
+    def physical_resource_id(self):
+        return self.schedule.name
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr == "Arn"
+
+    def get_cfn_attribute(self, attribute_name):
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        if attribute_name == "Arn":
+            return self.schedule.arn
+        raise UnformattedGetAttTemplateException()
+
+
+class _OutflowEventInvokeConfig(CloudFormationModel):
+    # moto files each model under the service its module names.
+    __module__ = "moto.awslambda.models"
+
+    def __init__(self, function_name):
+        self.function_name = function_name
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::Lambda::EventInvokeConfig"
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        from moto.awslambda.models import lambda_backends
+
+        p = cloudformation_json["Properties"]
+        config = {"DestinationConfig": p.get("DestinationConfig") or {}}
+        for k in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
+            if k in p:
+                config[k] = int(p[k])
+        lambda_backends[account_id][region_name].put_function_event_invoke_config(p["FunctionName"], config)
+        return cls(p["FunctionName"])
+
+    @property
+    def physical_resource_id(self):
+        return self.function_name
+
+
+def _fifo_names(create):
+    """CloudFormation names a FIFO queue it names itself with the ".fifo"
+    suffix SQS requires, within the 80 characters of a queue name."""
+
+    def created(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        p = cloudformation_json.get("Properties", {})
+        fifo = str(p.get("FifoQueue", "false")).lower() == "true"
+        if fifo and "QueueName" not in p and not str(resource_name).endswith(".fifo"):
+            resource_name = str(resource_name)[:75] + ".fifo"
+        return create(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+    return classmethod(created)
+
+
+def _full_functions(create):
+    """moto's CloudFormation passes CreateFunction only some of a function's
+    properties, and as given: a Ref of a String parameter stays a string.
+    CloudFormation passes them all (same names), converted to the property's
+    type, so a stack's Architectures and reservation reach the function."""
+
+    def created(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        cloudformation_json = copy.deepcopy(cloudformation_json)
+        p = cloudformation_json.get("Properties", {})
+        for k in ("MemorySize", "Timeout", "ReservedConcurrentExecutions"):
+            if k in p:
+                p[k] = _number(p[k], int)
+        fn = create(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        if "Architectures" in p:
+            fn.architectures = p["Architectures"]
+        return fn
+
+    return classmethod(created)
+
+
+def _full_tables(create):
+    """moto's CloudFormation creates a table without its TTL and point in
+    time recovery, and reads SSESpecification with the API's key (Enabled)
+    where CloudFormation's is SSEEnabled. CloudFormation applies all three,
+    as UpdateTimeToLive and UpdateContinuousBackups do."""
+
+    def created(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        from moto.dynamodb.models import dynamodb_backends
+
+        cloudformation_json = copy.deepcopy(cloudformation_json)
+        p = cloudformation_json.get("Properties", {})
+        sse = p.get("SSESpecification")
+        if sse is not None and "SSEEnabled" in sse:
+            sse["Enabled"] = str(sse.pop("SSEEnabled")).lower() == "true"
+        table = create(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        backend = dynamodb_backends[account_id][region_name]
+        ttl = p.get("TimeToLiveSpecification")
+        if ttl is not None:
+            ttl = dict(ttl, Enabled=str(ttl.get("Enabled", False)).lower() == "true")
+            backend.update_time_to_live(table.name, ttl)
+        pitr = p.get("PointInTimeRecoverySpecification")
+        if pitr is not None:
+            on = str(pitr.get("PointInTimeRecoveryEnabled", False)).lower() == "true"
+            backend.update_continuous_backups(table.name, dict(pitr, PointInTimeRecoveryEnabled=on))
+        return table
+
+    return classmethod(created)
+
+
+def _install_cloudformation_fixes():
+    from moto.awslambda.models import LambdaFunction
+    from moto.dynamodb.models.table import Table
+    from moto.sqs.models import Queue
+
+    Queue.create_from_cloudformation_json = _fifo_names(Queue.create_from_cloudformation_json)
+    LambdaFunction.create_from_cloudformation_json = _full_functions(LambdaFunction.create_from_cloudformation_json)
+    Table.create_from_cloudformation_json = _full_tables(Table.create_from_cloudformation_json)
+
+
+_install_cloudformation_fixes()

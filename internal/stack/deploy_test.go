@@ -1,0 +1,293 @@
+package stack_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwschemas "github.com/aws/aws-sdk-go-v2/service/cloudwatch/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/stack"
+)
+
+// deployParameters are the parameters the test stack is created with.
+// Each differs from its default and from the others of its kind, so a
+// template that wires the wrong parameter to a setting fails the checks
+// against the parameter (wiredTo); a sweep reservation and an alarm topic
+// turn on the properties they switch.
+var deployParameters = map[string]string{
+	"SweepReservedConcurrency":    "5",
+	"AlarmTopicArn":               "arn:aws:sns:us-east-1:000000000000:outflow-alarms",
+	"SweepRate":                   "rate(2 minutes)",
+	"SweepMemoryMB":               "512",
+	"WakeMemoryMB":                "384",
+	"SweepTimeoutSeconds":         "90",
+	"WakeTimeoutSeconds":          "20",
+	"WakeBatchSize":               "50",
+	"WakeBatchWindowSeconds":      "1",
+	"WakeParallelizationFactor":   "2",
+	"WakeMaxRetryAttempts":        "3",
+	"WakeMaxRecordAgeSeconds":     "120",
+	"BacklogAlarmThresholdMs":     "250000",
+	"IteratorAgeAlarmThresholdMs": "30000",
+	"NoSweepAlarmPeriodSeconds":   "600",
+	"BlockedGroupAlarmMinutes":    "20",
+}
+
+// wiredTo names, for a resource's settings, the parameter each comes from,
+// as the README's parameter table documents them.
+var wiredTo = map[string]map[string]string{
+	"SweepFunction":          {"MemorySize": "SweepMemoryMB", "Timeout": "SweepTimeoutSeconds", "ReservedConcurrentExecutions": "SweepReservedConcurrency"},
+	"WakeFunction":           {"MemorySize": "WakeMemoryMB", "Timeout": "WakeTimeoutSeconds"},
+	"WakeFunctionStream":     {"BatchSize": "WakeBatchSize", "MaximumBatchingWindowInSeconds": "WakeBatchWindowSeconds", "ParallelizationFactor": "WakeParallelizationFactor", "MaximumRetryAttempts": "WakeMaxRetryAttempts", "MaximumRecordAgeInSeconds": "WakeMaxRecordAgeSeconds"},
+	"SweepFunctionSchedule":  {"ScheduleExpression": "SweepRate"},
+	"BacklogAlarm":           {"Threshold": "BacklogAlarmThresholdMs"},
+	"StreamIteratorAgeAlarm": {"Threshold": "IteratorAgeAlarmThresholdMs"},
+	"BlockedGroupAlarm":      {"Threshold": "BlockedGroupAlarmMinutes"},
+	"NoSweepAlarm":           {"Period": "NoSweepAlarmPeriodSeconds"},
+}
+
+// requireWired checks a deployed setting against the parameter wiredTo
+// names for it, if any.
+func (d *deployment) requireWired(t *testing.T, logical, setting string, got any) {
+	t.Helper()
+	d.wired[logical+"."+setting] = true
+	param, ok := wiredTo[logical][setting]
+	if !ok {
+		return
+	}
+	want, ok := deployParameters[param]
+	require.True(t, ok, "%s is deployed with a value of its own", param)
+	if f, isFloat := got.(float64); isFloat {
+		got = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	require.Equal(t, want, fmt.Sprint(got), "%s %s is the %s parameter", logical, setting, param)
+}
+
+// deployment is a CloudFormation stack created from SAM's translation of
+// template.yaml on the test endpoint.
+type deployment struct {
+	cfg  aws.Config
+	name string
+	// tpl is the translation as sent, resolved with deployParameters: what
+	// each deployed resource is compared against.
+	tpl *stack.Template
+	// raw is the translation as sent, for what resolving drops (policies).
+	raw map[string]any
+	// ids maps each logical ID to its physical ID (what Ref returns).
+	ids map[string]string
+	// values fills the template's ${Name} and ${Name.Attr} placeholders
+	// with what the deployment made of them.
+	values map[string]string
+	// wired records each setting checked against its parameter.
+	wired map[string]bool
+}
+
+// deploy creates the stack and waits until it is complete. Lambda code
+// comes from a small zip in a bucket of the test's own, in place of the
+// translation's placeholder location; nothing runs it.
+func deploy(t *testing.T) *deployment {
+	t.Helper()
+	ctx := context.Background()
+	d := &deployment{cfg: awstest.TestConfig(t), name: awstest.UniqueName("outflow-deploy"), tpl: translated(t, deployParameters), wired: map[string]bool{}}
+	require.NoError(t, json.Unmarshal(translatedRaw(t), &d.raw))
+
+	bucket := awstest.UniqueName("outflow-code")
+	s3c := s3.NewFromConfig(d.cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	_, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	require.NoError(t, err)
+	var keys []string
+	for name, r := range asMap(d.raw["Resources"]) {
+		if asMap(r)["Type"] != "AWS::Lambda::Function" {
+			continue
+		}
+		code := asMap(asMap(asMap(r)["Properties"])["Code"])
+		require.NotEmpty(t, code["S3Key"], name)
+		code["S3Bucket"] = bucket
+		key := fmt.Sprint(code["S3Key"])
+		_, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(bootstrapZip(t))})
+		require.NoError(t, err)
+		keys = append(keys, key)
+	}
+	require.Len(t, keys, 2, "both functions' code")
+	t.Cleanup(func() {
+		for _, k := range keys {
+			_, _ = s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+		}
+		_, _ = s3c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
+	})
+
+	body, err := json.Marshal(d.raw)
+	require.NoError(t, err)
+	var params []cftypes.Parameter
+	for k, v := range deployParameters {
+		params = append(params, cftypes.Parameter{ParameterKey: aws.String(k), ParameterValue: aws.String(v)})
+	}
+	cf := cloudformation.NewFromConfig(d.cfg)
+	_, err = cf.CreateStack(ctx, &cloudformation.CreateStackInput{
+		StackName:    aws.String(d.name),
+		TemplateBody: aws.String(string(body)),
+		Parameters:   params,
+		// What sam deploy passes: the roles have generated names.
+		Capabilities: []cftypes.Capability{cftypes.CapabilityCapabilityIam},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = cf.DeleteStack(ctx, &cloudformation.DeleteStackInput{StackName: aws.String(d.name)}) })
+	waiter := cloudformation.NewStackCreateCompleteWaiter(cf, func(o *cloudformation.StackCreateCompleteWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 200*time.Millisecond, 2*time.Second
+	})
+	if err := waiter.Wait(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(d.name)}, 2*time.Minute); err != nil {
+		require.NoError(t, err, "stack %s: %s", d.name, failures(ctx, cf, d.name))
+	}
+
+	res, err := cf.DescribeStackResources(ctx, &cloudformation.DescribeStackResourcesInput{StackName: aws.String(d.name)})
+	require.NoError(t, err)
+	d.ids = map[string]string{}
+	for _, r := range res.StackResources {
+		d.ids[aws.ToString(r.LogicalResourceId)] = aws.ToString(r.PhysicalResourceId)
+	}
+	var missing []string
+	for name := range d.tpl.Resources {
+		if d.ids[name] == "" {
+			missing = append(missing, name)
+		}
+	}
+	require.Empty(t, missing, "every resource of the translation is deployed")
+	d.values = d.attributes(t)
+	return d
+}
+
+// failures is each failed resource's reason, for a stack that did not
+// complete.
+func failures(ctx context.Context, cf *cloudformation.Client, name string) string {
+	out, err := cf.DescribeStackEvents(ctx, &cloudformation.DescribeStackEventsInput{StackName: aws.String(name)})
+	if err != nil {
+		return err.Error()
+	}
+	var reasons []string
+	for _, e := range out.StackEvents {
+		if strings.HasSuffix(string(e.ResourceStatus), "FAILED") {
+			reasons = append(reasons, aws.ToString(e.LogicalResourceId)+": "+aws.ToString(e.ResourceStatusReason))
+		}
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// attributes reads, through each service's API, every value the template
+// refers to: Refs are the physical IDs, GetAtt Arn and StreamArn are read
+// back from the resources.
+func (d *deployment) attributes(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	values := map[string]string{}
+	for name, id := range d.ids {
+		values[name] = id
+	}
+	ddb, sqsc := awstest.DynamoDB(t), awstest.SQS(t)
+	lam, cw := lambda.NewFromConfig(d.cfg), cloudWatch(d.cfg)
+	for name, r := range d.tpl.Resources {
+		id := d.ids[name]
+		switch r.Type {
+		case "AWS::DynamoDB::Table":
+			out, err := ddb.DescribeTable(ctx, describeTable(id))
+			require.NoError(t, err, name)
+			values[name+".Arn"] = aws.ToString(out.Table.TableArn)
+			values[name+".StreamArn"] = aws.ToString(out.Table.LatestStreamArn)
+		case "AWS::SQS::Queue":
+			values[name+".Arn"] = queueAttributes(t, sqsc, id)["QueueArn"]
+		case "AWS::Lambda::Function":
+			out, err := lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(id)})
+			require.NoError(t, err, name)
+			values[name+".Arn"] = aws.ToString(out.Configuration.FunctionArn)
+		case "AWS::CloudWatch::Alarm":
+			out, err := cw.DescribeAlarms(ctx, &cloudwatch.DescribeAlarmsInput{AlarmNames: []string{id}})
+			require.NoError(t, err, name)
+			require.Len(t, out.MetricAlarms, 1, name)
+			values[name+".Arn"] = aws.ToString(out.MetricAlarms[0].AlarmArn)
+		}
+	}
+	return values
+}
+
+// sub fills the placeholders of a template value with the deployment's
+// values.
+func (d *deployment) sub(t *testing.T, s string) string {
+	t.Helper()
+	out, err := stack.Substitute(s, d.values)
+	require.NoError(t, err)
+	return out
+}
+
+// logical is the resource a "${Name}" or "${Name.Attr}" placeholder names.
+func logical(placeholder string) string {
+	name, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(placeholder, "${"), "}"), ".")
+	return name
+}
+
+// bootstrapZip is a function package that is never run: the deployment
+// stores it, as Lambda does.
+func bootstrapZip(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.Create("bootstrap")
+	require.NoError(t, err)
+	_, err = w.Write([]byte("#!/bin/sh\n"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// cloudWatch is a CloudWatch client that speaks the Query protocol:
+// CloudWatch serves it as well as the SDK's default (CBOR), which the moto
+// server does not route.
+func cloudWatch(cfg aws.Config) *cloudwatch.Client {
+	return cloudwatch.NewFromConfig(cfg, func(o *cloudwatch.Options) {
+		o.Protocol = awsquery.New(cwschemas.GraniteServiceVersion20100801)
+	})
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// TestDeployedStack_IsWhatTheTemplateSays creates the stack SAM's
+// translation describes and reads every resource back through its
+// service's API: the table against the Go schema, the rest against the
+// translation's values for the same parameters.
+func TestDeployedStack_IsWhatTheTemplateSays(t *testing.T) {
+	t.Parallel()
+	d := deploy(t)
+	t.Run("table", d.checkTable)
+	t.Run("queues", d.checkQueues)
+	t.Run("functions", d.checkFunctions)
+	t.Run("stream mapping", d.checkMapping)
+	t.Run("schedule", d.checkSchedule)
+	t.Run("alarms", d.checkAlarms)
+	t.Run("dashboard", d.checkDashboard)
+	t.Run("every wired setting was checked", func(t *testing.T) {
+		for logical, settings := range wiredTo {
+			for setting := range settings {
+				require.True(t, d.wired[logical+"."+setting], "%s %s", logical, setting)
+			}
+		}
+	})
+	// Last: it deletes the stack.
+	t.Run("deleting the stack keeps the table", d.checkRetain)
+}
