@@ -94,7 +94,7 @@ func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
 			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(2*outbox.MaxLease).UnixMilli())
 		},
 		"claimed without a lease": func(it map[string]types.AttributeValue) { it["status"] = s("claimed") },
-		"fractional attempt": func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
+		"fractional attempt":      func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
 		"done out of the index": func(it map[string]types.AttributeValue) {
 			it["status"] = s("done")
 			delete(it, "shard")
