@@ -312,6 +312,38 @@ func TestSweep_NeedsRoutes(t *testing.T) {
 	require.Contains(t, r.stderr, "OUTFLOW_ROUTES is required")
 }
 
+// putStray writes a due pending row by hand, as a producer in another
+// language would, on the given shard.
+func (e *env) putStray(t *testing.T, key, shard string) {
+	t.Helper()
+	now := &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMilli(), 10)}
+	_, err := awstest.DynamoDB(t).PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: key}, "queue": &ddbtypes.AttributeValueMemberS{Value: "orders"},
+		"payload": &ddbtypes.AttributeValueMemberS{Value: "x"}, "status": &ddbtypes.AttributeValueMemberS{Value: "pending"},
+		"attempt": &ddbtypes.AttributeValueMemberN{Value: "0"}, "created_at": now,
+		"due_at": now, "shard": &ddbtypes.AttributeValueMemberS{Value: shard},
+	}})
+	require.NoError(t, err)
+}
+
+func TestSweep_AuditsFirstAndDeliversStrayRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.putStray(t, "stray-7", "7")
+	e.putStray(t, "stray-x", "x")
+	var sum struct {
+		Delivered int `json:"delivered"`
+		StrayRows int `json:"stray_rows"`
+	}
+	r := e.run(t, "sweep", "--output", "json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sum))
+	require.Equal(t, 2, sum.Delivered)
+	require.Equal(t, 2, sum.StrayRows)
+	require.Contains(t, r.stderr, `"msg":"stray row: its shard is never swept","key":"stray-x","shard":"x"`)
+	require.Contains(t, e.ok(t, "sweep"), "STRAY")
+}
+
 func TestStats_ReportsWhatTheAuditFoundOfStrayRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -319,14 +351,7 @@ func TestStats_ReportsWhatTheAuditFoundOfStrayRows(t *testing.T) {
 	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "swept")
 	// A producer configured with 8 shards writes shard "7"; stats reads
 	// shards 0 to 3 and cannot see it.
-	now := &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMilli(), 10)}
-	_, err := awstest.DynamoDB(t).PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]ddbtypes.AttributeValue{
-		"pk": &ddbtypes.AttributeValueMemberS{Value: "stray"}, "queue": &ddbtypes.AttributeValueMemberS{Value: "orders"},
-		"payload": &ddbtypes.AttributeValueMemberS{Value: "x"}, "status": &ddbtypes.AttributeValueMemberS{Value: "pending"},
-		"attempt": &ddbtypes.AttributeValueMemberN{Value: "0"}, "created_at": now,
-		"due_at": now, "shard": &ddbtypes.AttributeValueMemberS{Value: "7"},
-	}})
-	require.NoError(t, err)
+	e.putStray(t, "stray", "7")
 	stats := func() dynamo.Stats {
 		var st dynamo.Stats
 		require.NoError(t, json.Unmarshal([]byte(e.ok(t, "stats", "--output", "json")), &st))
