@@ -26,7 +26,8 @@ import (
 // AuditKey is the key of the item that holds the audit's place in the due
 // index and what it found. It is no row: it has no status and no index
 // keys, so no sweep, wake, dead-letter listing or stats count reads it as
-// one. A producer must not use this key.
+// one. No row has this key: a row key holds no space (GroupKey relies on
+// the same rule).
 const AuditKey = "audit due"
 
 // Attributes of the audit item.
