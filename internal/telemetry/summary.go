@@ -37,8 +37,8 @@ type Summary struct {
 	Records int `json:"records,omitempty"`
 	Ignored int `json:"ignored,omitempty"`
 	// StrayRows counts the rows the sweep's audit found on a shard the
-	// sweep never queries (see dynamo.Audit); their moves and dead letters
-	// are in Errors and DeadLettered.
+	// sweep never queries (see dynamo.Audit); a move that dead-lettered a
+	// row counts in DeadLettered too, one that failed in Errors.
 	StrayRows int `json:"stray_rows"`
 }
 
