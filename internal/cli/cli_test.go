@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
@@ -308,4 +310,65 @@ func TestSweep_NeedsRoutes(t *testing.T) {
 	r := e.run(t, "sweep")
 	require.Equal(t, cli.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "OUTFLOW_ROUTES is required")
+}
+
+// putStray writes a due pending row by hand, as a producer in another
+// language would, on the given shard.
+func (e *env) putStray(t *testing.T, key, shard string) {
+	t.Helper()
+	now := &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMilli(), 10)}
+	_, err := awstest.DynamoDB(t).PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: key}, "queue": &ddbtypes.AttributeValueMemberS{Value: "orders"},
+		"payload": &ddbtypes.AttributeValueMemberS{Value: "x"}, "status": &ddbtypes.AttributeValueMemberS{Value: "pending"},
+		"attempt": &ddbtypes.AttributeValueMemberN{Value: "0"}, "created_at": now,
+		"due_at": now, "shard": &ddbtypes.AttributeValueMemberS{Value: shard},
+	}})
+	require.NoError(t, err)
+}
+
+func TestSweep_AuditsFirstAndDeliversStrayRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.putStray(t, "stray-7", "7")
+	e.putStray(t, "stray-x", "x")
+	var sum struct {
+		Delivered int `json:"delivered"`
+		StrayRows int `json:"stray_rows"`
+	}
+	r := e.run(t, "sweep", "--output", "json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sum))
+	require.Equal(t, 2, sum.Delivered)
+	require.Equal(t, 2, sum.StrayRows)
+	require.Contains(t, r.stderr, `"msg":"stray row: its shard is never swept","key":"stray-x","shard":"x"`)
+	require.Contains(t, e.ok(t, "sweep"), "STRAY")
+}
+
+func TestStats_ReportsWhatTheAuditFoundOfStrayRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "swept")
+	// A producer configured with 8 shards writes shard "7"; stats reads
+	// shards 0 to 3 and cannot see it.
+	e.putStray(t, "stray", "7")
+	stats := func() dynamo.Stats {
+		var st dynamo.Stats
+		require.NoError(t, json.Unmarshal([]byte(e.ok(t, "stats", "--output", "json")), &st))
+		return st
+	}
+	st := stats()
+	require.Equal(t, 1, st.Total.Pending, "the stray row is on no shard stats reads")
+	require.Equal(t, dynamo.AuditCounts{}, st.Stray, "no audit has run")
+
+	a, err := dynamo.NewAudit(awstest.DynamoDB(t), dynamo.Config{Table: e.table, Shards: 4})
+	require.NoError(t, err)
+	res, err := a.Run(ctx, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved)
+	st = stats()
+	require.Equal(t, 2, st.Total.Pending, "moved where the sweep, and stats, read it")
+	require.Equal(t, dynamo.AuditCounts{LastPass: 1, Total: 1}, st.Stray)
+	table := e.ok(t, "stats")
+	require.Contains(t, table, "stray rows found by the audit  1 last pass, 0 this pass, 1 in all")
 }

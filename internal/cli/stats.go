@@ -19,7 +19,10 @@ func (a *app) statsCommand() *cobra.Command {
 		Long: "Counts come from the indexes: the due index (with the queue projected) and the dead index. " +
 			"Only rows already due are read from the table, for their status, and dead letters of FIFO routes, for their group. No table scan. " +
 			"An ordered group is blocked when its earliest dead letter blocks it (see dead list); " +
-			"the oldest blocked age is how long the oldest such dead letter has been dead.",
+			"the oldest blocked age is how long the oldest such dead letter has been dead. " +
+			"Stray rows, on a shard the sweep never queries (a producer with a larger OUTFLOW_SHARDS, or a shard that is not a number), " +
+			"are not in the counts: the sweep's audit finds them and moves them to their key's shard, and stats reports what it found, " +
+			"in its last full pass over the due index, in the pass under way, and in all.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ordered, err := a.ordered()
@@ -62,6 +65,7 @@ func (a *app) statsCommand() *cobra.Command {
 				fmt.Fprintf(w, "\noldest due row waiting\t%dms\n", out.OldestDueAgeMs)
 				fmt.Fprintf(w, "blocked ordered groups\t%d\n", st.BlockedGroups)
 				fmt.Fprintf(w, "oldest blocked head\t%dms\n", out.OldestBlockedAgeMs)
+				fmt.Fprintf(w, "stray rows found by the audit\t%d last pass, %d this pass, %d in all\n", st.Stray.LastPass, st.Stray.ThisPass, st.Stray.Total)
 			})
 		},
 	}

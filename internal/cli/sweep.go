@@ -15,10 +15,10 @@ import (
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
-// engine builds the same engine the functions run, configured from the
-// OUTFLOW_* environment with --table, --shards and routes applied on top,
-// then adjust (if any).
-func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust func(*config.Config)) (*outbox.Engine, config.Config, error) {
+// engine builds the same engine and stray-row audit the sweep function
+// runs, configured from the OUTFLOW_* environment with --table, --shards
+// and routes applied on top, then adjust (if any).
+func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust func(*config.Config)) (*outbox.Engine, *dynamo.Audit, config.Config, error) {
 	cfg, err := config.Load(func(k string) string {
 		switch k {
 		case "OUTFLOW_TABLE":
@@ -31,29 +31,33 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 		return a.getenv(k)
 	})
 	if err != nil {
-		return nil, cfg, usageError{err}
+		return nil, nil, cfg, usageError{err}
 	}
 	if adjust != nil {
 		adjust(&cfg)
 	}
 	awsCfg, err := a.awsConfig(cmd.Context())
 	if err != nil {
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	client, err := a.dynamoClient(cmd.Context())
 	if err != nil {
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	// Each call bounded as in the functions, so a hung call cannot outlast
 	// the lease of a row this sweep claimed.
 	call := cfg.Policy.CallTimeout()
 	store, err := dynamo.New(dynamo.WithCallTimeout(client, call), cfg.Store)
 	if err != nil {
-		return nil, cfg, err
+		return nil, nil, cfg, err
+	}
+	audit, err := dynamo.NewAudit(dynamo.WithAuditCallTimeout(client, call), cfg.Store)
+	if err != nil {
+		return nil, nil, cfg, err
 	}
 	sender := delivery.New(delivery.WithCallTimeout(sqs.NewFromConfig(awsCfg), call), cfg.Routes, cfg.MaxMessageBytes)
 	e, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
-	return e, cfg, err
+	return e, audit, cfg, err
 }
 
 func (a *app) sweepCommand() *cobra.Command {
@@ -64,7 +68,8 @@ func (a *app) sweepCommand() *cobra.Command {
 		Short: "Run one sweep now, with the same engine and configuration as the sweep function",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, _, err := a.engine(cmd, routes, telemetry.NewLogger(a.stderr, a.getenv), func(c *config.Config) {
+			log := telemetry.NewLogger(a.stderr, a.getenv)
+			e, audit, _, err := a.engine(cmd, routes, log, func(c *config.Config) {
 				if !grace {
 					c.Policy.WakeGrace = 0
 				}
@@ -72,8 +77,19 @@ func (a *app) sweepCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// As the sweep function: the audit first, so the rows it
+			// moves are swept now.
+			found, aerr := audit.Run(cmd.Context(), a.now())
+			for _, f := range found.Found {
+				log.WarnContext(cmd.Context(), "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard, "outcome", f.Outcome, "error", f.Error)
+			}
+			if aerr != nil {
+				found.Errors++
+				log.WarnContext(cmd.Context(), "stray-row audit failed", "error", aerr)
+			}
 			res, err := e.Sweep(cmd.Context())
 			s := telemetry.NewSummary("sweep", res)
+			s.StrayRows, s.DeadLettered, s.Errors = len(found.Found), s.DeadLettered+found.DeadLettered, s.Errors+found.Errors
 			if perr := a.emit(s, func(w io.Writer) { printSummary(w, s) }); perr != nil {
 				return perr
 			}
@@ -91,7 +107,7 @@ func (a *app) sweepCommand() *cobra.Command {
 }
 
 func printSummary(w io.Writer, s telemetry.Summary) {
-	fmt.Fprintln(w, "CLAIMED\tDELIVERED\tRETRIED\tDEAD-LETTERED\tRELEASED\tCONFLICTS\tERRORS\tWAITING\tBLOCKED GROUPS\tSTOPPED\tMS")
-	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Claimed, s.Delivered, s.Retried, s.DeadLettered, s.Released, s.Conflicts, s.Errors,
-		s.Waiting, s.BlockedGroups, s.Stopped, s.DurationMs)
+	fmt.Fprintln(w, "CLAIMED\tDELIVERED\tRETRIED\tDEAD-LETTERED\tRELEASED\tCONFLICTS\tERRORS\tWAITING\tBLOCKED GROUPS\tSTRAY\tSTOPPED\tMS")
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Claimed, s.Delivered, s.Retried, s.DeadLettered, s.Released, s.Conflicts, s.Errors,
+		s.Waiting, s.BlockedGroups, s.StrayRows, s.Stopped, s.DurationMs)
 }

@@ -21,7 +21,8 @@ import (
 //
 //  1. status is a string, one of pending, claimed, done, failed;
 //  2. attempt is a number in [0, maxStoredAttempt];
-//  3. a claimed row has a numeric lease_until;
+//  3. a claimed row's lease_until, if it has one, is a number (a claimed
+//     row with none is under a lease already lapsed: see lapsedLease);
 //  4. a row neither pending nor claimed has no shard and no due_at, since
 //     it would otherwise sit in the due index with no transition to take it
 //     out;
@@ -84,12 +85,9 @@ func decodeState(av map[string]types.AttributeValue) (state, error) {
 	// the budget than it looks.
 	st.Attempt = int(math.Ceil(a))
 
-	if st.Status == outbox.StatusClaimed {
+	if st.Status == outbox.StatusClaimed && av[AttrLeaseUntil] != nil {
 		l, ok := av[AttrLeaseUntil].(*types.AttributeValueMemberN)
 		if !ok {
-			if av[AttrLeaseUntil] == nil {
-				return st, fmt.Errorf("%w: claimed with no %s", ErrMalformed, AttrLeaseUntil)
-			}
 			return st, fmt.Errorf("%w: %s must be a number, got %s", ErrMalformed, AttrLeaseUntil, typeName(av[AttrLeaseUntil]))
 		}
 		st.LeaseUntil = clampMs(l.Value)
@@ -128,14 +126,26 @@ func validState(now time.Time) expression.ConditionBuilder {
 	rule1 := status.AttributeType(expression.String).And(status.In(known[0], known[1:]...))
 	rule2 := attempt.AttributeType(expression.Number).
 		And(attempt.Between(expression.Value(0), expression.Value(maxStoredAttempt)))
+	lease := expression.Name(AttrLeaseUntil)
 	rule3 := status.NotEqual(expression.Value(outbox.StatusClaimed)).
-		Or(expression.Name(AttrLeaseUntil).AttributeType(expression.Number))
+		Or(expression.AttributeNotExists(lease)).Or(lease.AttributeType(expression.Number))
 	rule4 := status.In(expression.Value(outbox.StatusPending), expression.Value(outbox.StatusClaimed)).
 		Or(expression.AttributeNotExists(expression.Name(AttrShard)).And(expression.AttributeNotExists(expression.Name(AttrDueAt))))
-	lease := expression.Name(AttrLeaseUntil)
-	rule5 := status.NotEqual(expression.Value(outbox.StatusClaimed)).
+	rule5 := status.NotEqual(expression.Value(outbox.StatusClaimed)).Or(expression.AttributeNotExists(lease)).
 		Or(lease.AttributeType(expression.Number).And(lease.LessThanEqual(expression.Value(now.Add(leaseCeiling).UnixMilli()))))
 	return rule1.And(rule2).And(rule3).And(rule4).And(rule5)
+}
+
+// lapsedLease holds for a claimed row whose lease ended before nowMs, or
+// that has no lease_until at all: Outflow always writes one with a claim,
+// so a claimed row without one was written by hand (a producer in another
+// language, a copy of an item) and no worker holds it. Counting it as
+// lapsed lets the next claim take it, on the row's attempt budget, instead
+// of leaving it claimed for ever.
+func lapsedLease(nowMs int64) expression.ConditionBuilder {
+	lease := expression.Name(AttrLeaseUntil)
+	return expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)).
+		And(expression.AttributeNotExists(lease).Or(lease.LessThan(expression.Value(nowMs))))
 }
 
 // clampMs reads a stored millisecond number, clamped to what int64 holds.

@@ -51,7 +51,6 @@ func TestStore_ClaimRefusesAndQuarantineTakesEveryMalformedShape(t *testing.T) {
 		{"status missing", func(it map[string]types.AttributeValue) { delete(it, "status") }, "missing status"},
 		{"status unknown", func(it map[string]types.AttributeValue) { it["status"] = s("queued") }, `unknown status "queued"`},
 		{"status a number", func(it map[string]types.AttributeValue) { it["status"] = n(1) }, "status must be a string, got N"},
-		{"claimed without lease", func(it map[string]types.AttributeValue) { it["status"] = s("claimed") }, "claimed with no lease_until"},
 		{"claimed, lease a string", func(it map[string]types.AttributeValue) {
 			it["status"], it["lease_until"] = s("claimed"), s("later")
 		}, "lease_until must be a number, got S"},
@@ -94,7 +93,8 @@ func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
 		"claimed under the longest lease, skewed": func(it map[string]types.AttributeValue) {
 			it["status"], it["lease_until"] = s("claimed"), n(t0.Add(2*outbox.MaxLease).UnixMilli())
 		},
-		"fractional attempt": func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
+		"claimed without a lease": func(it map[string]types.AttributeValue) { it["status"] = s("claimed") },
+		"fractional attempt":      func(it map[string]types.AttributeValue) { it["attempt"] = &types.AttributeValueMemberN{Value: "1.5"} },
 		"done out of the index": func(it map[string]types.AttributeValue) {
 			it["status"] = s("done")
 			delete(it, "shard")
@@ -161,4 +161,41 @@ func TestStore_ClaimDynamoDBRefusesDeadLettersTheRow(t *testing.T) {
 	}
 	require.Empty(t, dueKeys(t, st, t0.Add(lease*10)), "no refused row is left in the due index")
 	require.Len(t, deadKeys(t, st, "orders"), len(tests))
+}
+
+func TestStore_ClaimTakesAClaimedRowWithNoLeaseAsLapsed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t, 0)
+	tests := []struct {
+		name    string
+		attempt int64
+	}{
+		{"below the budget", 1},
+		{"at the budget", maxAttempts},
+	}
+	for _, tt := range tests {
+		key := "no-lease-" + strconv.FormatInt(tt.attempt, 10)
+		putItem(t, st, key, func(it map[string]types.AttributeValue) {
+			it["status"], it["attempt"] = s("claimed"), n(tt.attempt)
+		})
+		row, err := st.Claim(ctx, key, t0, lease, maxAttempts)
+		if tt.attempt >= maxAttempts {
+			// Its budget is spent: the claim refuses it as a lapsed final
+			// attempt, which the engine expires.
+			c := requireConflict(t, err)
+			require.Empty(t, c.Malformed, tt.name)
+			require.NotNil(t, c.Current, tt.name)
+			require.NoError(t, st.Expire(ctx, *c.Current, t0, maxAttempts, []outbox.AttemptError{{At: t0, Message: "lease expired on final attempt"}}), tt.name)
+			got, _ := st.Get(ctx, key)
+			require.Equal(t, outbox.StatusFailed, got.Status, tt.name)
+			continue
+		}
+		require.NoError(t, err, tt.name)
+		require.Equal(t, int(tt.attempt)+1, row.Attempt, tt.name)
+		require.Equal(t, t0.Add(lease), row.LeaseUntil, tt.name)
+		// The claim it took now holds the row like any other.
+		_, err = st.Claim(ctx, key, t0, lease, maxAttempts)
+		requireConflict(t, err)
+	}
 }

@@ -260,6 +260,10 @@ type Stats struct {
 	// letters, zero if none.
 	BlockedGroups int       `json:"blocked_groups"`
 	OldestBlocked time.Time `json:"oldest_blocked,omitzero"`
+	// Stray is what the sweep's audit found of rows on a shard the sweep
+	// never queries, which the per-shard counts above cannot see: read
+	// from the audit item, not counted afresh.
+	Stray AuditCounts `json:"stray"`
 }
 
 // Stats counts rows from the indexes: the due index (pending and claimed,
@@ -273,8 +277,16 @@ type Stats struct {
 // groups) with WithGroups, and asks blocks of each group's dead letters,
 // in place order, whether it holds its group, until one does. A nil blocks
 // counts none and reads nothing more.
+//
+// Stray rows, on a shard outside 0..Shards-1, are not in these counts:
+// Stray reports what the sweep's audit last found (one read of its item).
 func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef) bool) (*Stats, error) {
 	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}}
+	stray, err := o.Audited(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.Stray = stray
 	counts := func(m map[string]*Counts, k string) *Counts {
 		if m[k] == nil {
 			m[k] = &Counts{}

@@ -13,9 +13,10 @@ import (
 	"github.com/outflowhq/outflow/internal/dynamo"
 )
 
-// throttledAPI answers the due-index query with one due row and every
-// BatchGetItem with all its keys unprocessed, as a throttled table does;
-// it cancels the caller's context on the first BatchGetItem.
+// throttledAPI answers the due-index query with one due row, the read of
+// the audit item with none, and every BatchGetItem with all its keys
+// unprocessed, as a throttled table does; it cancels the caller's context
+// on the first BatchGetItem.
 type throttledAPI struct {
 	dynamo.OperatorAPI
 	cancel context.CancelFunc
@@ -24,6 +25,10 @@ type throttledAPI struct {
 
 func (a *throttledAPI) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	return &dynamodb.QueryOutput{Items: []map[string]types.AttributeValue{{"pk": s("a"), "due_at": n(1), "queue": s("orders")}}}, nil
+}
+
+func (a *throttledAPI) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return &dynamodb.GetItemOutput{}, nil
 }
 
 func (a *throttledAPI) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {

@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
@@ -166,6 +170,21 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 				if ok {
 					m.status, m.attempt, m.dueAt = outbox.StatusPending, 0, now
 				}
+			},
+			"drop lease": func(rt *rapid.T) {
+				// A producer in another language rewrites a claimed row by
+				// hand, leaving out lease_until: it counts as lapsed.
+				k := rapid.SampledFrom(keys).Draw(rt, "key")
+				m := model[k]
+				if !m.exists || m.status != outbox.StatusClaimed {
+					rt.Skip("not claimed")
+				}
+				_, err := awstest.DynamoDB(t).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+					TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: k}},
+					UpdateExpression: aws.String("REMOVE #l"), ExpressionAttributeNames: map[string]string{"#l": dynamo.AttrLeaseUntil},
+				})
+				require.NoError(rt, err)
+				m.leaseUntil = time.Time{}
 			},
 			"advance": func(rt *rapid.T) {
 				now = now.Add(time.Duration(rapid.IntRange(1, 4).Draw(rt, "halfLeases")) * lease / 2)

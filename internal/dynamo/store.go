@@ -228,9 +228,7 @@ func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
 // Claim implements outbox.Store.
 func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (outbox.Row, error) {
 	nowMs := now.UnixMilli()
-	claimable := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
-		Or(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)).
-			And(expression.Name(AttrLeaseUntil).LessThan(expression.Value(nowMs))))
+	claimable := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).Or(lapsedLease(nowMs))
 	// The malformed definition comes first: a malformed item is never
 	// claimed (it is quarantined), and its type checks make a foreign item
 	// with, say, a non-numeric attempt or lease fail the condition cleanly
@@ -347,8 +345,7 @@ func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, h
 // Expire implements outbox.Store.
 func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAttempts int, history []outbox.AttemptError) error {
 	nowMs := now.UnixMilli()
-	lapsed := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)).
-		And(expression.Name(AttrLeaseUntil).LessThan(expression.Value(nowMs)))
+	lapsed := lapsedLease(nowMs)
 	stranded := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))

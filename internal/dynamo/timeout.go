@@ -57,3 +57,21 @@ func (t dynamoTimeout) TransactWriteItems(ctx context.Context, in *dynamodb.Tran
 	defer cancel()
 	return t.api.TransactWriteItems(ctx, in, opts...)
 }
+
+// WithAuditCallTimeout is WithCallTimeout for the audit's client, whose
+// scans are bounded too.
+func WithAuditCallTimeout(api AuditAPI, d time.Duration) AuditAPI {
+	return auditTimeout{dynamoTimeout{api, d}, api}
+}
+
+// auditTimeout bounds each DynamoDB call the audit makes.
+type auditTimeout struct {
+	dynamoTimeout
+	scan AuditAPI
+}
+
+func (t auditTimeout) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.d)
+	defer cancel()
+	return t.scan.Scan(ctx, in, opts...)
+}

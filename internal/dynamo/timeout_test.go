@@ -45,11 +45,17 @@ func (hungDynamo) TransactWriteItems(ctx context.Context, _ *dynamodb.TransactWr
 	return nil, ctx.Err()
 }
 
+func (hungDynamo) Scan(ctx context.Context, _ *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // Every call through WithCallTimeout ends at its timeout, however long the
 // caller's own context lasts.
 func TestWithCallTimeout_EndsEveryHungCall(t *testing.T) {
 	t.Parallel()
 	api := dynamo.WithCallTimeout(hungDynamo{}, 10*time.Millisecond)
+	audit := dynamo.WithAuditCallTimeout(hungDynamo{}, 10*time.Millisecond)
 	tests := []struct {
 		name string
 		call func(context.Context) error
@@ -60,6 +66,7 @@ func TestWithCallTimeout_EndsEveryHungCall(t *testing.T) {
 		{"DeleteItem", func(ctx context.Context) error { _, err := api.DeleteItem(ctx, nil); return err }},
 		{"Query", func(ctx context.Context) error { _, err := api.Query(ctx, nil); return err }},
 		{"TransactWriteItems", func(ctx context.Context) error { _, err := api.TransactWriteItems(ctx, nil); return err }},
+		{"Scan", func(ctx context.Context) error { _, err := audit.Scan(ctx, nil); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

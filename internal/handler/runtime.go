@@ -23,7 +23,9 @@ import (
 type Runtime struct {
 	Config config.Config
 	Engine *outbox.Engine
-	Log    *slog.Logger
+	// Audit finds and moves stray rows before each sweep; nil skips it.
+	Audit *dynamo.Audit
+	Log   *slog.Logger
 	// Metrics receives one EMF line per invocation (stdout in Lambda).
 	Metrics io.Writer
 	// metricsLevel is the level the EMF lines carry, so Lambda's log
@@ -56,12 +58,16 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 	if err != nil {
 		return nil, err
 	}
+	audit, err := dynamo.NewAudit(dynamo.WithAuditCallTimeout(dynamodb.NewFromConfig(awsCfg), call), cfg.Store)
+	if err != nil {
+		return nil, err
+	}
 	sender := delivery.New(delivery.WithCallTimeout(sqs.NewFromConfig(awsCfg), call), cfg.Routes, cfg.MaxMessageBytes)
 	engine, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, Engine: engine, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}, nil
+	return &Runtime{Config: cfg, Engine: engine, Audit: audit, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}, nil
 }
 
 // report logs a summary and emits its metrics; a failed metrics write is
@@ -72,7 +78,7 @@ func (rt *Runtime) report(ctx context.Context, s telemetry.Summary) {
 		"dead_lettered", s.DeadLettered, "released", s.Released, "expired", s.Expired,
 		"skipped", s.Skipped, "conflicts", s.Conflicts, "errors", s.Errors,
 		"oldest_due_age_ms", s.OldestDueAgeMs, "duration_ms", s.DurationMs, "stopped", s.Stopped,
-		"records", s.Records, "ignored", s.Ignored)
+		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows)
 	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, rt.metricsLevel, time.Now(), s); err != nil {
 		rt.Log.WarnContext(ctx, "emit metrics failed", "error", err)
 	}

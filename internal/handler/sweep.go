@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
@@ -26,11 +27,35 @@ func (s *Sweep) Handle(ctx context.Context, _ json.RawMessage) (telemetry.Summar
 			return telemetry.Summary{Function: "sweep"}, err
 		}
 	}
+	// The audit goes first, so the rows it moves are swept in this run.
+	audit := s.audit(ctx)
 	res, err := s.rt.Engine.Sweep(ctx)
 	sum := telemetry.NewSummary("sweep", res)
+	sum.StrayRows = len(audit.Found)
+	sum.DeadLettered += audit.DeadLettered
+	sum.Errors += audit.Errors
 	s.rt.report(ctx, sum)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// audit runs the stray-row audit within its page budget and logs each
+// stray row by key and shard (never its payload). A failed audit is logged
+// and counted as an error; the sweep goes on.
+func (s *Sweep) audit(ctx context.Context) dynamo.AuditResult {
+	if s.rt.Audit == nil {
+		return dynamo.AuditResult{}
+	}
+	res, err := s.rt.Audit.Run(ctx, time.Now())
+	for _, f := range res.Found {
+		s.rt.Log.WarnContext(ctx, "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard,
+			"shards", s.rt.Config.Store.Shards, "outcome", f.Outcome, "error", f.Error)
+	}
+	if err != nil && ctx.Err() == nil {
+		res.Errors++
+		s.rt.Log.WarnContext(ctx, "stray-row audit failed", "error", err)
+	}
+	return res
 }

@@ -186,3 +186,24 @@ func TestSweep_DeadLetterKeepsAnUnreadableHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &types.AttributeValueMemberS{Value: "written by the producer"}, out.Item[dynamo.AttrErrorsUnreadable], "item now: errors=%v", out.Item[dynamo.AttrErrors])
 }
+
+// A producer in another language writes a row as claimed but leaves out
+// lease_until. No worker holds it (Outflow writes a lease with every
+// claim), so the next sweep claims it as under a lapsed lease and delivers
+// it, rather than leaving it claimed for ever.
+func TestSweep_DeliversAClaimedRowWithNoLease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	_, err := awstest.DynamoDB(t).PutItem(context.Background(), &dynamodb.PutItemInput{
+		TableName: aws.String(h.store.Table()), Item: rawItem(h, "no-lease", func(it map[string]types.AttributeValue) {
+			it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "claimed"}
+			it[dynamo.AttrAttempt] = &types.AttributeValueMemberN{Value: "1"}
+		})})
+	require.NoError(t, err)
+	res, err := h.engine(t, testPolicy(), nil).Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Claimed, "%+v", res)
+	require.Equal(t, 1, res.Delivered, "%+v", res)
+	require.Zero(t, res.DeadLettered, "%+v", res)
+	require.False(t, inDueIndex(t, h, "no-lease"))
+}

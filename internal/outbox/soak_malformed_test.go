@@ -43,9 +43,6 @@ var malformedShapes = []malformedShape{
 	{"status unknown", func(it map[string]types.AttributeValue, _ time.Time) {
 		it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "queued"}
 	}, `malformed item: unknown status "queued"`},
-	{"claimed without lease", func(it map[string]types.AttributeValue, _ time.Time) {
-		it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "claimed"}
-	}, "malformed item: claimed with no lease_until"},
 	{"claimed with a string lease", func(it map[string]types.AttributeValue, _ time.Time) {
 		it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "claimed"}
 		it[dynamo.AttrLeaseUntil] = &types.AttributeValueMemberS{Value: "soon"}

@@ -59,7 +59,7 @@ func TestTranslation_DashboardPlotsWhatTheStackEmits(t *testing.T) {
 			}
 		}
 		for _, want := range []string{
-			"OldestDueAgeMs ${OutboxTable}", "Delivered ${OutboxTable}", "Retried ${OutboxTable}", "DeadLettered ${OutboxTable}", "Conflicts ${OutboxTable}",
+			"OldestDueAgeMs ${OutboxTable}", "Delivered ${OutboxTable}", "Retried ${OutboxTable}", "DeadLettered ${OutboxTable}", "Conflicts ${OutboxTable}", "StrayRows ${OutboxTable}",
 			"OldestBlockedAgeMs ${OutboxTable}", "BlockedGroups ${OutboxTable}", "Waiting ${OutboxTable}",
 			"Duration ${SweepFunction}", "Errors ${SweepFunction}", "IteratorAge ${WakeFunction}", "DroppedEventCount ${WakeFunctionStream}",
 		} {

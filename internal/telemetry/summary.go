@@ -36,6 +36,10 @@ type Summary struct {
 	// could not use (not an insert, not pending, unreadable, not due).
 	Records int `json:"records,omitempty"`
 	Ignored int `json:"ignored,omitempty"`
+	// StrayRows counts the rows the sweep's audit found on a shard the
+	// sweep never queries (see dynamo.Audit); a move that dead-lettered a
+	// row counts in DeadLettered too, one that failed in Errors.
+	StrayRows int `json:"stray_rows"`
 }
 
 // NewSummary summarises an engine result for the named function.
@@ -67,6 +71,7 @@ var metrics = []metric{
 	{"Waiting", "Count", func(s Summary) int64 { return int64(s.Waiting) }},
 	{"BlockedGroups", "Count", func(s Summary) int64 { return int64(s.BlockedGroups) }},
 	{"OldestBlockedAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestBlockedAgeMs }},
+	{"StrayRows", "Count", func(s Summary) int64 { return int64(s.StrayRows) }},
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
 }
 

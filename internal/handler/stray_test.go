@@ -1,0 +1,94 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/handler"
+)
+
+// emfStrayRows reads StrayRows from each sweep EMF line in out.
+func emfStrayRows(t *testing.T, out string) []float64 {
+	t.Helper()
+	var got []float64
+	for line := range strings.Lines(out) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["_aws"] == nil || rec["Function"] != "sweep" {
+			continue
+		}
+		got = append(got, rec["StrayRows"].(float64))
+	}
+	return got
+}
+
+// Rows as a producer in another language writes them: two on shards a
+// sweep of 4 shards never queries, and one claimed with no lease. One
+// sweep invocation delivers all three; the audit's finds show in the
+// summary, the metric and stats, and stats counts nothing claimed.
+func TestSweepHandler_DeliversStrayRowsAndCountsThem(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table, queue := awstest.NewTable(t), awstest.NewQueue(t, false)
+	env := map[string]string{"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": "orders=" + queue, "OUTFLOW_SHARDS": "4", "OUTFLOW_WAKE_GRACE": "0s"}
+	out := &syncBuffer{}
+	rt, err := handler.Setup(awstest.TestConfig(t), func(k string) string { return env[k] }, out)
+	require.NoError(t, err)
+
+	due := strconv.FormatInt(time.Now().Add(-time.Second).UnixMilli(), 10)
+	rows := map[string]map[string]types.AttributeValue{
+		"shard-7": {"shard": &types.AttributeValueMemberS{Value: "7"}},
+		"shard-x": {"shard": &types.AttributeValueMemberS{Value: "x"}},
+		"no-lease": {"shard": &types.AttributeValueMemberS{Value: dynamo.ShardOf("no-lease", 4)},
+			"status": &types.AttributeValueMemberS{Value: "claimed"}, "attempt": &types.AttributeValueMemberN{Value: "1"}},
+	}
+	for key, over := range rows {
+		item := map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: key}, "queue": &types.AttributeValueMemberS{Value: "orders"},
+			"payload": &types.AttributeValueMemberS{Value: `{"k":"` + key + `"}`}, "status": &types.AttributeValueMemberS{Value: "pending"},
+			"attempt": &types.AttributeValueMemberN{Value: "0"}, "created_at": &types.AttributeValueMemberN{Value: due},
+			"due_at": &types.AttributeValueMemberN{Value: due},
+		}
+		for k, v := range over {
+			item[k] = v
+		}
+		_, err := awstest.DynamoDB(t).PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item})
+		require.NoError(t, err, key)
+	}
+	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 4})
+	require.NoError(t, err)
+	before, err := op.Stats(ctx, time.Now(), nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, before.Total.Claimed, "the claimed row, before the sweep")
+	require.Equal(t, 0, before.Total.Pending, "the stray rows are on no shard stats reads")
+
+	sum, err := handler.NewSweep(rt).Handle(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, sum.Delivered, "%+v", sum)
+	require.Equal(t, 2, sum.StrayRows, "%+v", sum)
+	require.Zero(t, sum.Errors+sum.DeadLettered, "%+v", sum)
+	require.Len(t, awstest.Receive(t, queue, 3, 10*time.Second), 3)
+	require.Contains(t, out.String(), `"msg":"stray row: its shard is never swept","key":"shard-7","shard":"7"`)
+
+	after, err := op.Stats(ctx, time.Now(), nil)
+	require.NoError(t, err)
+	require.Equal(t, dynamo.AuditCounts{LastPass: 2, Total: 2}, after.Stray)
+	require.Equal(t, dynamo.Counts{}, after.Total, "nothing claimed, pending or failed")
+
+	// The next sweep finds none: all were moved and delivered.
+	sum, err = handler.NewSweep(rt).Handle(ctx, nil)
+	require.NoError(t, err)
+	require.Zero(t, sum.StrayRows)
+	require.Equal(t, []float64{2, 0}, emfStrayRows(t, out.String()))
+}
