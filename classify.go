@@ -20,8 +20,8 @@ import (
 // same content (ErrAlreadyStaged) or not (ErrKeyConflict); an ordered
 // group whose tail another producer moved (ErrGroupRace); one of your own
 // writes whose condition failed (ErrConditionFailed); any item another
-// transaction held (ErrTransactionConflict). Any other error, and nil,
-// come back as they are.
+// transaction held (ErrTransactionConflict); an item over capacity
+// (ErrThrottled). Any other error, and nil, come back as they are.
 //
 // To tell the two kinds of staged key apart Classify uses the item that
 // DynamoDB returns with the reason (TransactItem and TransactItems ask for
@@ -44,6 +44,8 @@ func (p *Producer) Classify(ctx context.Context, err error, items []types.Transa
 		switch {
 		case code == codeConflict:
 			ie.Reason = ErrTransactionConflict
+		case throttled[code]:
+			ie.Reason = ErrThrottled
 		case code != codeConditionFailed:
 		case ie.Row != "":
 			ie.Reason = p.stagedReason(ctx, items[i], reason.Item)
@@ -70,8 +72,10 @@ func (p *Producer) describe(ie *ItemError, item types.TransactWriteItem) {
 		}
 	case item.Update != nil:
 		ie.Table, ie.Key = aws.ToString(item.Update.TableName), item.Update.Key
-		if ie.Table == p.store.Table() {
-			ie.Queue, ie.Group = groupOf(item.Update.Key)
+		// Only a route the producer orders has group items: an update of
+		// a key that merely reads "group a b" is one of yours.
+		if q, g := groupOf(item.Update.Key); ie.Table == p.store.Table() && p.ordered[q] {
+			ie.Queue, ie.Group = q, g
 		}
 	case item.Delete != nil:
 		ie.Table, ie.Key = aws.ToString(item.Delete.TableName), item.Delete.Key
@@ -113,6 +117,9 @@ func (p *Producer) stagedReason(ctx context.Context, sent types.TransactWriteIte
 		got, gerr := p.store.Get(ctx, row.Key)
 		if got == nil && gerr != nil {
 			return fmt.Errorf("key staged already, and reading it to compare its content failed: %w", gerr)
+		}
+		if got == nil {
+			return ErrKeyGone
 		}
 		cur = got
 	}

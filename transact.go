@@ -2,6 +2,7 @@ package outflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,8 +15,12 @@ import (
 // TransactWriteItems: it appends each row's writes (those TransactItems
 // gives) after in.TransactItems, sends the transaction with the
 // producer's client, and explains a cancellation with Classify. It
-// returns the rows' keys, generated where Key was empty. in is not
-// changed. Either every write commits or none does.
+// returns the rows' keys, generated where Key was empty, with any error
+// once the transaction was sent: after an error that is no cancellation
+// (a lost response) the rows may be staged, and the keys find them. in
+// (nil: no writes of yours) is not changed. Either every write commits or
+// none does. A ClientRequestToken is refused: each call stages its rows
+// anew, so DynamoDB would not take a resend for the same request.
 //
 // It sends once: whether to send your writes again is yours to decide
 // (errors.As a *TransactError and ask Retryable). A transaction stages at
@@ -23,8 +28,18 @@ import (
 // the transaction's output (consumed capacity), use TransactItems,
 // TransactWriteItems and Classify yourself.
 func (p *Producer) Transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput, rows ...Row) ([]string, error) {
-	tx := *in
-	tx.TransactItems = append([]types.TransactWriteItem(nil), in.TransactItems...)
+	var tx dynamodb.TransactWriteItemsInput
+	if in != nil {
+		tx = *in
+	}
+	if tx.ClientRequestToken != nil {
+		// DynamoDB takes a resend with the token as the same request only
+		// if it sends the same items, and each call stages its rows
+		// anew (created_at, due_at). Keyed rows make a resend safe
+		// instead: ErrAlreadyStaged says the first one committed.
+		return nil, errors.New("transact: ClientRequestToken cannot make a resend idempotent here (each call stages its rows anew): give rows keys, and take ErrAlreadyStaged as committed")
+	}
+	tx.TransactItems = append([]types.TransactWriteItem(nil), tx.TransactItems...)
 	keys := make([]string, len(rows))
 	groups := map[string]int{}
 	for i, r := range rows {
@@ -47,7 +62,10 @@ func (p *Producer) Transact(ctx context.Context, in *dynamodb.TransactWriteItems
 		tx.TransactItems = append(tx.TransactItems, items...)
 	}
 	if _, err := p.api.TransactWriteItems(ctx, &tx); err != nil {
-		return nil, p.Classify(ctx, fmt.Errorf("stage %d rows in a transaction: %w", len(rows), err), tx.TransactItems)
+		// The keys too: an error that is no cancellation (a lost
+		// response) leaves the outcome unknown, and the keys are how to
+		// look for the rows.
+		return keys, p.Classify(ctx, fmt.Errorf("stage %d rows in a transaction: %w", len(rows), err), tx.TransactItems)
 	}
 	return keys, nil
 }

@@ -24,6 +24,14 @@ var (
 	// ErrTransactionConflict means another transaction or write held an
 	// item while this one ran. Sending the transaction again may succeed.
 	ErrTransactionConflict = errors.New("transaction conflict: another transaction held the item")
+	// ErrThrottled means the table or an index was over its capacity.
+	// Sending the transaction again, after a backoff, may succeed.
+	ErrThrottled = errors.New("throttled: the table or an index was over its capacity")
+	// ErrKeyGone means the outbox row's key was staged when DynamoDB
+	// checked, and its row is gone since (delivered and expired, or
+	// purged): its content could not be compared, and sending again
+	// stages it anew.
+	ErrKeyGone = errors.New("key was staged, and its row is gone now")
 )
 
 // Cancellation reason codes DynamoDB gives per item.
@@ -32,6 +40,9 @@ const (
 	codeConditionFailed = "ConditionalCheckFailed"
 	codeConflict        = "TransactionConflict"
 )
+
+// throttled holds the reason codes of an item over capacity.
+var throttled = map[string]bool{"ThrottlingError": true, "ProvisionedThroughputExceeded": true, "RequestLimitExceeded": true}
 
 // TransactError is a TransactWriteItems cancellation, explained per item:
 // nothing in the transaction was written. It wraps each item's error (so
@@ -70,10 +81,11 @@ func (e *TransactError) Unwrap() []error {
 // Retryable reports whether sending the transaction again, with a fresh
 // TransactItems for each ordered row, may succeed: every item failed only
 // because another writer got there first (a moved group tail or a
-// transaction conflict).
+// transaction conflict) or the table was over its capacity (throttled:
+// back off first).
 func (e *TransactError) Retryable() bool {
 	for _, it := range e.Items {
-		if !errors.Is(it.Reason, ErrGroupRace) && !errors.Is(it.Reason, ErrTransactionConflict) {
+		if !errors.Is(it.Reason, ErrGroupRace) && !errors.Is(it.Reason, ErrTransactionConflict) && !errors.Is(it.Reason, ErrThrottled) {
 			return false
 		}
 	}

@@ -165,6 +165,8 @@ def _transact_write_items(self, transact_items):
     DynamoDB in that rare case only."""
     if len(transact_items) > 100:
         raise TooManyTransactionsException()
+    # The whole request is checked before any item is: an invalid one is
+    # refused without consuming an armed conflict fault.
     seen, plan, errors = set(), [], []
     for item in transact_items:
         if len(item) > 1:
@@ -185,12 +187,14 @@ def _transact_write_items(self, transact_items):
         if ident in seen:
             raise MultipleTransactionsException()
         seen.add(ident)
+        plan.append((op_type, op, table, key))
+    for op_type, op, table, key in plan:
+        table_name = op["TableName"]
         current = self.get_item(table_name, key)
         reason = (None, None, None)
         if _conflicts and _conflict_armed(str(table_name), _hash_value(table, key)):
             # DynamoDB's reason when another transaction holds the item.
             errors.append(("TransactionConflict", "Transaction is ongoing for the item", None))
-            plan.append((op_type, op, table, key))
             continue
         cond = op.get("ConditionExpression")
         if cond is not None:
@@ -201,7 +205,6 @@ def _transact_write_items(self, transact_items):
                     old = current.to_json()["Attributes"]
                 reason = ("ConditionalCheckFailed", str(ConditionalCheckFailed().message), old)
         errors.append(reason)
-        plan.append((op_type, op, table, key))
     if any(code is not None for code, _, _ in errors):
         raise TransactionCanceledException(errors)
 
