@@ -326,7 +326,7 @@ func (e *env) putStray(t *testing.T, key, shard string) {
 	require.NoError(t, err)
 }
 
-func TestSweep_AuditsFirstAndDeliversStrayRows(t *testing.T) {
+func TestSweep_WithAuditAuditsFirstAndDeliversStrayRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.putStray(t, "stray-7", "7")
@@ -335,13 +335,35 @@ func TestSweep_AuditsFirstAndDeliversStrayRows(t *testing.T) {
 		Delivered int `json:"delivered"`
 		StrayRows int `json:"stray_rows"`
 	}
-	r := e.run(t, "sweep", "--output", "json")
+	r := e.run(t, "sweep", "--audit", "--output", "json")
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sum))
 	require.Equal(t, 2, sum.Delivered)
 	require.Equal(t, 2, sum.StrayRows)
 	require.Contains(t, r.stderr, `"msg":"stray row: its shard is never swept","key":"stray-x","shard":"x"`)
 	require.Contains(t, e.ok(t, "sweep"), "STRAY")
+}
+
+// The audit moves every row outside shards 0..--shards-1: run from a shell
+// whose --shards (4 by default) is not the dispatcher's (8, say), it would
+// rewrite valid rows and record them as stray where stats and the
+// function read. So outflow sweep audits only when asked (found by review
+// 13b).
+func TestSweep_AuditsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t) // no OUTFLOW_SHARDS: the CLI's --shards is 4
+	e.putStray(t, "legit-5", "5")
+	e.putStray(t, "legit-6", "6")
+	r := e.run(t, "sweep", "--output", "json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	counts, err := e.store.Audited(ctx)
+	require.NoError(t, err)
+	require.Zero(t, counts.Total, "no audit ran: %+v", counts)
+	row, err := e.store.Get(ctx, "legit-5")
+	require.NoError(t, err)
+	require.NotNil(t, row)
+	require.Equal(t, outbox.StatusPending, row.Status, "left on its shard for the dispatcher that sweeps it")
 }
 
 func TestStats_ReportsWhatTheAuditFoundOfStrayRows(t *testing.T) {

@@ -62,7 +62,7 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 
 func (a *app) sweepCommand() *cobra.Command {
 	var routes string
-	var grace bool
+	var grace, withAudit bool
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Run one sweep now, with the same engine and configuration as the sweep function",
@@ -77,15 +77,22 @@ func (a *app) sweepCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// As the sweep function: the audit first, so the rows it
+			// Only when asked: the audit moves every row outside shards
+			// 0..--shards-1, and a shell whose --shards is not the
+			// dispatcher's would move valid rows and record them as stray.
+			// Then as the sweep function: the audit first, so the rows it
 			// moves are swept now.
-			found, aerr := audit.Run(cmd.Context(), a.now())
-			for _, f := range found.Found {
-				log.WarnContext(cmd.Context(), "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard, "outcome", f.Outcome, "error", f.Error)
-			}
-			if aerr != nil {
-				found.Errors++
-				log.WarnContext(cmd.Context(), "stray-row audit failed", "error", aerr)
+			var found dynamo.AuditResult
+			if withAudit {
+				var aerr error
+				found, aerr = audit.Run(cmd.Context(), a.now())
+				for _, f := range found.Found {
+					log.WarnContext(cmd.Context(), "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard, "outcome", f.Outcome, "error", f.Error)
+				}
+				if aerr != nil {
+					found.Errors++
+					log.WarnContext(cmd.Context(), "stray-row audit failed", "error", aerr)
+				}
 			}
 			res, err := e.Sweep(cmd.Context())
 			s := telemetry.NewSummary("sweep", res)
@@ -98,6 +105,7 @@ func (a *app) sweepCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES)")
 	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
+	cmd.Flags().BoolVar(&withAudit, "audit", false, "first audit the due index for stray rows, as the sweep function does: moves every row whose shard is not 0..--shards-1, so --shards must be the dispatcher's")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if routes == "" {
 			routes = a.getenv("OUTFLOW_ROUTES")

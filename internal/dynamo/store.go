@@ -321,6 +321,7 @@ func (s *Store) Done(ctx context.Context, row outbox.Row, now time.Time) error {
 func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
 	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)), history).
 		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
+		Set(expression.Name(AttrShard), s.shardIfMissing(row.Key)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
 	_, err := s.update(ctx, "retry", row.Key, holds(row), upd, types.ReturnValueNone)
 	if isSizeError(err) {
@@ -442,9 +443,18 @@ func (s *Store) failRefused(ctx context.Context, op, key string, cond expression
 func (s *Store) Release(ctx context.Context, row outbox.Row) error {
 	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
 		Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Minus(expression.Value(1))).
+		Set(expression.Name(AttrShard), s.shardIfMissing(row.Key)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
 	_, err := s.update(ctx, "release", row.Key, holds(row), upd, types.ReturnValueNone)
 	return err
+}
+
+// shardIfMissing keeps a row's shard, or gives it its key's: a producer
+// in another language may write a row with no shard, which only the wake
+// (by its stream record) ever claims, and which, once back to pending,
+// must be in the due index for the sweep to find it again.
+func (s *Store) shardIfMissing(key string) expression.SetValueBuilder {
+	return expression.IfNotExists(expression.Name(AttrShard), expression.Value(ShardOf(key, s.cfg.Shards)))
 }
 
 // Redrive returns a failed row to pending with a fresh budget, due now.

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -95,5 +96,43 @@ func TestSweep_DeliversOrDeadLettersEveryStrayRowTheAuditMoves(t *testing.T) {
 			require.Equal(t, outbox.StatusFailed, got.Status, tt.key)
 			require.Contains(t, got.LastError, tt.reason, tt.key)
 		}
+	}
+}
+
+// A producer in another language may write a pending row with no shard:
+// it is in no index, and only the wake (by its stream record) claims it.
+// If that attempt fails, or is released unsent, the row goes back to
+// pending with its key's shard, where the sweep finds it again; before, it
+// went back to no index at all, for ever (found by review 13b).
+func TestSweep_FindsARowWithNoShardOnceTheWakeRetriedOrReleasedIt(t *testing.T) {
+	t.Parallel()
+	for _, release := range []bool{false, true} {
+		t.Run(map[bool]string{false: "retried", true: "released"}[release], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			h := newHarness(t)
+			h.stage(t, outbox.Row{Key: "no-shard", Queue: "orders", Payload: []byte(`{}`)})
+			_, err := awstest.DynamoDB(t).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: "no-shard"}},
+				UpdateExpression: aws.String("REMOVE #s"), ExpressionAttributeNames: map[string]string{"#s": dynamo.AttrShard},
+			})
+			require.NoError(t, err)
+			res, err := h.engine(t, testPolicy(), nil).Sweep(ctx)
+			require.NoError(t, err)
+			require.Zero(t, res.Claimed, "in no index: the sweep cannot see it")
+
+			// The wake's attempt fails, or the row is released unsent.
+			row, err := h.store.Claim(ctx, "no-shard", h.clock.Now(), time.Minute, 3)
+			require.NoError(t, err)
+			if release {
+				require.NoError(t, h.store.Release(ctx, row))
+			} else {
+				require.NoError(t, h.store.Retry(ctx, row, h.clock.Now(), nil))
+			}
+			res, err = h.engine(t, testPolicy(), nil).Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Delivered, "back in the due index, on its key's shard: %+v", res)
+			h.gone(t, "no-shard")
+		})
 	}
 }
