@@ -185,7 +185,7 @@ func (a *Audit) Run(ctx context.Context, now time.Time) (AuditResult, error) {
 		}
 		res.Pages++
 		res.Scanned += len(out.Items)
-		strays := a.moveAll(work, out.Items, now)
+		strays := a.moveAll(ctx, work, out.Items, now)
 		// The place moves on past each entry in scan order until the first
 		// whose move did not finish well; the outcomes after it still count.
 		stop := -1
@@ -252,8 +252,11 @@ func (a *Audit) workContext(ctx context.Context) (context.Context, context.Cance
 
 // moveAll moves the stray rows among a page's entries, auditMovers at a
 // time, and returns each entry's outcome: nil for an entry on a swept
-// shard, an empty Outcome for a move the context cut off or never began.
-func (a *Audit) moveAll(ctx context.Context, items []map[string]types.AttributeValue, now time.Time) []*Stray {
+// shard, an empty Outcome for a move never begun or cut off. A move begins
+// only while work lasts, and runs with ctx: one cut off mid-request might
+// be applied yet go uncounted, so the moves under way when the time share
+// ends finish (at most auditMovers requests past it).
+func (a *Audit) moveAll(ctx, work context.Context, items []map[string]types.AttributeValue, now time.Time) []*Stray {
 	strays := make([]*Stray, len(items))
 	sem := make(chan struct{}, auditMovers)
 	var wg sync.WaitGroup
@@ -266,13 +269,13 @@ func (a *Audit) moveAll(ctx context.Context, items []map[string]types.AttributeV
 		strays[i] = &Stray{Key: k.Value, Shard: sh.Value}
 		select {
 		case sem <- struct{}{}:
-		case <-ctx.Done():
+		case <-work.Done():
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if ctx.Err() != nil {
+			if work.Err() != nil {
 				return
 			}
 			stray := a.move(ctx, k.Value, sh.Value, now)

@@ -154,4 +154,14 @@ func TestSweepHandler_LeavesTheSweepMostOfTheInvocationWhenManyRowsAreStray(t *t
 	counts, err := rt.Audit.Audited(ctx)
 	require.NoError(t, err)
 	require.Equal(t, sum.StrayRows, counts.Total, "%+v", counts)
+	// Every stray row is either still on shard "x" or moved and counted:
+	// no move the time share ended went uncounted.
+	left, err := awstest.DynamoDB(t).Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String(dynamo.DueIndex), Select: types.SelectCount,
+		KeyConditionExpression:    aws.String("#s = :x"),
+		ExpressionAttributeNames:  map[string]string{"#s": "shard"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":x": &types.AttributeValueMemberS{Value: "x"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 100, int(left.Count)+sum.StrayRows, "%d left on shard x", left.Count)
 }
