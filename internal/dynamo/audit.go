@@ -75,7 +75,8 @@ type Audit struct {
 	// deadline that a run may spend scanning and moving; it saves its
 	// place in the rest. The caller passes a context whose deadline
 	// leaves its own margin (the sweep's), so the audit never takes the
-	// time a sweep of the same invocation needs.
+	// time a sweep of the same invocation needs. Zero, one or more, or a
+	// context without a deadline, bound the run by the context alone.
 	TimeShare float64
 }
 
@@ -99,6 +100,8 @@ type Stray struct {
 	Outcome string `json:"outcome"`
 	// Error says why, when Outcome is "dead-lettered" or "error".
 	Error string `json:"error,omitempty"`
+	// err is the failed move's error, for Run to return wrapped.
+	err error
 }
 
 // AuditResult is what one audit run did.
@@ -194,7 +197,8 @@ func (a *Audit) Run(ctx context.Context, now time.Time) (AuditResult, error) {
 			case stray == nil:
 				continue
 			case stray.Outcome == "":
-				// Cut off by the time share: not found yet.
+				// Not begun before the time share ended, or cut off by
+				// the run's context: the next run reads it again.
 			case stray.Outcome == "changed":
 				res.Changed++
 			default:
@@ -206,7 +210,7 @@ func (a *Audit) Run(ctx context.Context, now time.Time) (AuditResult, error) {
 					res.DeadLettered++
 				case "error":
 					res.Errors++
-					errs = append(errs, fmt.Errorf("audit move of %q: %s", stray.Key, stray.Error))
+					errs = append(errs, fmt.Errorf("audit move of %q: %w", stray.Key, stray.err))
 				}
 			}
 			if stop < 0 && (stray.Outcome == "" || stray.Outcome == "error") {
@@ -353,7 +357,7 @@ func (a *Audit) move(ctx context.Context, key, shard string, now time.Time) Stra
 	case errors.As(err, &conflict):
 		stray.Outcome = "changed"
 	default:
-		stray.Outcome, stray.Error = "error", err.Error()
+		stray.Outcome, stray.Error, stray.err = "error", err.Error(), err
 	}
 	return stray
 }

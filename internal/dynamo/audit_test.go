@@ -380,6 +380,9 @@ func TestAudit_ReturnsAFailedMoveAndRetriesItNextRun(t *testing.T) {
 	retried := len(res.Found) == 1 && res.Found[0].Key == "stray"
 	require.True(t, runErr != nil && retried,
 		"the failed move: Run returned %v; the next run found %+v (scanned %d) instead of retrying it", runErr, res.Found, res.Scanned)
+	var throttled *types.ProvisionedThroughputExceededException
+	require.ErrorAs(t, runErr, &throttled, "the move's own error, wrapped")
+	require.Equal(t, "moved", res.Found[0].Outcome)
 }
 
 // The audit moves its stray rows first and records them in its item last.
