@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,10 +40,21 @@ const (
 	attrAuditVersion  = "version"
 )
 
-// Default audit budget: one page of 1,000 due-index entries per run.
+// Default audit budget: one page of 1,000 due-index entries per run, moves
+// for at most a quarter of the time the run is given, eight at a time.
 const (
-	DefaultAuditPages    = 1
-	DefaultAuditPageSize = 1000
+	DefaultAuditPages     = 1
+	DefaultAuditPageSize  = 1000
+	DefaultAuditTimeShare = 0.25
+	auditMovers           = 8
+)
+
+// Past every entry of a shard in the due index: the largest number
+// DynamoDB holds sorts after any due time, and a key of the highest code
+// point after any key with that due time.
+const (
+	maxDueAt = "9.9999999999999999999999999999999999999E+125"
+	maxKey   = "\U0010FFFF\U0010FFFF\U0010FFFF\U0010FFFF"
 )
 
 // AuditAPI is the DynamoDB client surface the audit needs.
@@ -52,13 +64,20 @@ type AuditAPI interface {
 }
 
 // Audit finds and repairs stray rows in the due index, within a budget of
-// Scan pages per run.
+// Scan pages and of time per run.
 type Audit struct {
 	*Store
 	api AuditAPI
 	// Pages is the most Scan requests one run makes, PageSize the most
 	// entries each reads.
 	Pages, PageSize int
+	// TimeShare is the fraction of the time left before the context's
+	// deadline that a run may spend scanning and moving; it saves its
+	// place in the rest. The caller passes a context whose deadline
+	// leaves its own margin (the sweep's), so the audit never takes the
+	// time a sweep of the same invocation needs. Zero, one or more, or a
+	// context without a deadline, bound the run by the context alone.
+	TimeShare float64
 }
 
 // NewAudit returns an audit of the table cfg names with the default
@@ -68,7 +87,7 @@ func NewAudit(api AuditAPI, cfg Config) (*Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Audit{Store: s, api: api, Pages: DefaultAuditPages, PageSize: DefaultAuditPageSize}, nil
+	return &Audit{Store: s, api: api, Pages: DefaultAuditPages, PageSize: DefaultAuditPageSize, TimeShare: DefaultAuditTimeShare}, nil
 }
 
 // Stray is one stray row an audit found and what it did with it.
@@ -76,25 +95,36 @@ type Stray struct {
 	Key   string `json:"key"`
 	Shard string `json:"shard"`
 	// Outcome is "moved" (to the shard its key hashes to), "dead-lettered"
-	// (the move would pass DynamoDB's limits), "changed" (the row moved
-	// or left the index since the scan read it) or "error".
+	// (the move would pass DynamoDB's limits) or "error" (the move failed:
+	// a later run reads the row again).
 	Outcome string `json:"outcome"`
 	// Error says why, when Outcome is "dead-lettered" or "error".
 	Error string `json:"error,omitempty"`
+	// err is the failed move's error, for Run to return wrapped.
+	err error
 }
 
 // AuditResult is what one audit run did.
 type AuditResult struct {
 	// Pages counts the Scan requests made, Scanned the entries read.
 	Pages, Scanned int
-	// Found lists the stray rows found, in scan order.
+	// Found lists the stray rows this run moved, dead-lettered or failed
+	// to move, in scan order. A row another writer changed between the
+	// scan and the move (an overlapping audit that moved it first) is not
+	// in it: that writer counts it.
 	Found []Stray
-	// Moved, DeadLettered and Errors count Found by outcome.
-	Moved, DeadLettered, Errors int
+	// Moved, DeadLettered and Errors count Found by outcome; Changed
+	// counts the rows left out of it because they changed.
+	Moved, DeadLettered, Errors, Changed int
 	// PassDone reports that the run reached the end of the index: the next
 	// run starts a new pass from the beginning.
 	PassDone bool
 }
+
+// Strays is the number of stray rows this run resolved: moved or
+// dead-lettered. It is what the StrayRows metric and the audit's counts
+// add up; a row whose move failed counts when a later run resolves it.
+func (r AuditResult) Strays() int { return r.Moved + r.DeadLettered }
 
 // AuditCounts is what the audit has found, as its item holds it.
 type AuditCounts struct {
@@ -120,65 +150,176 @@ type auditState struct {
 // write that holds only while the row's shard is still the one read, and
 // saves its place and counts in the audit item. A healthy table costs no
 // write to any row, and no write at all while the audit item's place and
-// counts stay the same (an index the budget covers in one run). A run that
-// another, concurrent, run overtook saves nothing: the rows it moved stay
-// moved. The error is the first request that failed; what the run did
-// before is returned and, but for a failed save, saved.
+// counts stay the same (an index the budget covers in one run).
+//
+// The saved place never passes an entry whose move failed or was cut off
+// by the time share, so the next run reads it again; a page that ends
+// inside a swept shard skips the rest of that shard, whose entries are
+// never stray, so rows staged into a busy shard never hold the pass. A
+// run that another, concurrent, run overtook saves only its total: the
+// rows it moved stay moved. The error joins every request that failed;
+// what the run did is returned and, but for a failed save, saved.
 func (a *Audit) Run(ctx context.Context, now time.Time) (AuditResult, error) {
 	var res AuditResult
 	st, err := a.loadAudit(ctx, true)
 	if err != nil {
 		return res, err
 	}
+	work, cancel := a.workContext(ctx)
+	defer cancel()
 	cursor, pass := st.cursor, st.ThisPass
 	lastPass := st.LastPass
-	var scanErr error
+	var errs []error
 	for range a.Pages {
-		out, err := a.api.Scan(ctx, &dynamodb.ScanInput{
+		if work.Err() != nil {
+			break
+		}
+		out, err := a.api.Scan(work, &dynamodb.ScanInput{
 			TableName: aws.String(a.cfg.Table), IndexName: aws.String(DueIndex),
 			Limit: aws.Int32(int32(a.PageSize)), ExclusiveStartKey: cursor,
-			ProjectionExpression:     aws.String("#k, #s"),
-			ExpressionAttributeNames: map[string]string{"#k": AttrKey, "#s": AttrShard},
+			ProjectionExpression:     aws.String("#k, #s, #d"),
+			ExpressionAttributeNames: map[string]string{"#k": AttrKey, "#s": AttrShard, "#d": AttrDueAt},
 		})
 		if err != nil {
-			scanErr = fmt.Errorf("audit scan of the due index: %w", err)
+			if work.Err() == nil {
+				errs = append(errs, fmt.Errorf("audit scan of the due index: %w", err))
+			}
 			break
 		}
 		res.Pages++
 		res.Scanned += len(out.Items)
-		for _, av := range out.Items {
-			k, kok := av[AttrKey].(*types.AttributeValueMemberS)
-			sh, sok := av[AttrShard].(*types.AttributeValueMemberS)
-			if !kok || !sok || a.swept(sh.Value) {
+		strays := a.moveAll(ctx, work, out.Items, now)
+		// The place moves on past each entry in scan order until the first
+		// whose move did not finish well; the outcomes after it still count.
+		stop := -1
+		for i, stray := range strays {
+			switch {
+			case stray == nil:
 				continue
+			case stray.Outcome == "":
+				// Not begun before the time share ended, or cut off by
+				// the run's context: the next run reads it again.
+			case stray.Outcome == "changed":
+				res.Changed++
+			default:
+				res.Found = append(res.Found, *stray)
+				switch stray.Outcome {
+				case "moved":
+					res.Moved++
+				case "dead-lettered":
+					res.DeadLettered++
+				case "error":
+					res.Errors++
+					errs = append(errs, fmt.Errorf("audit move of %q: %w", stray.Key, stray.err))
+				}
 			}
-			stray := a.move(ctx, k.Value, sh.Value, now)
-			res.Found = append(res.Found, stray)
-			pass++
-			switch stray.Outcome {
-			case "moved":
-				res.Moved++
-			case "dead-lettered":
-				res.DeadLettered++
-			case "error":
-				res.Errors++
+			if stop < 0 && (stray.Outcome == "" || stray.Outcome == "error") {
+				stop = i
 			}
 		}
-		cursor = out.LastEvaluatedKey
+		if stop >= 0 {
+			if stop > 0 {
+				cursor = indexKey(out.Items[stop-1])
+			}
+			break
+		}
+		cursor = a.skipSwept(out.LastEvaluatedKey)
 		if len(cursor) == 0 {
 			// A pass ends here; the next starts afresh in the next run,
 			// so no run reads an entry twice.
+			pass += res.Strays()
 			res.PassDone, lastPass, pass, cursor = true, pass, 0, nil
 			break
 		}
 	}
-	if maps.EqualFunc(cursor, st.cursor, sameValue) && pass == st.ThisPass && lastPass == st.LastPass && len(res.Found) == 0 {
-		return res, scanErr
+	if !res.PassDone {
+		pass += res.Strays()
 	}
-	if err := a.saveAudit(ctx, st, cursor, pass, lastPass, len(res.Found)); err != nil {
-		return res, errors.Join(scanErr, err)
+	if maps.EqualFunc(cursor, st.cursor, sameValue) && pass == st.ThisPass && lastPass == st.LastPass && res.Strays() == 0 {
+		return res, errors.Join(errs...)
 	}
-	return res, scanErr
+	if err := a.saveAudit(ctx, st, cursor, pass, lastPass, res.Strays()); err != nil {
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+// workContext bounds the run's scans and moves to its time share of ctx.
+func (a *Audit) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok || a.TimeShare <= 0 || a.TimeShare >= 1 {
+		return context.WithCancel(ctx)
+	}
+	left := time.Until(d)
+	return context.WithTimeout(ctx, time.Duration(float64(left)*a.TimeShare))
+}
+
+// moveAll moves the stray rows among a page's entries, auditMovers at a
+// time, and returns each entry's outcome: nil for an entry on a swept
+// shard, an empty Outcome for a move never begun or cut off. A move begins
+// only while work lasts, and runs with ctx: one cut off mid-request might
+// be applied yet go uncounted, so the moves under way when the time share
+// ends finish (at most auditMovers requests past it).
+func (a *Audit) moveAll(ctx, work context.Context, items []map[string]types.AttributeValue, now time.Time) []*Stray {
+	strays := make([]*Stray, len(items))
+	sem := make(chan struct{}, auditMovers)
+	var wg sync.WaitGroup
+	for i, av := range items {
+		k, kok := av[AttrKey].(*types.AttributeValueMemberS)
+		sh, sok := av[AttrShard].(*types.AttributeValueMemberS)
+		if !kok || !sok || a.swept(sh.Value) {
+			continue
+		}
+		strays[i] = &Stray{Key: k.Value, Shard: sh.Value}
+		select {
+		case sem <- struct{}{}:
+		case <-work.Done():
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if work.Err() != nil {
+				return
+			}
+			stray := a.move(ctx, k.Value, sh.Value, now)
+			if stray.Outcome == "error" && ctx.Err() != nil {
+				return // cut off: not an error, and read again next run
+			}
+			*strays[i] = stray
+		}()
+	}
+	wg.Wait()
+	return strays
+}
+
+// indexKey is the due-index key of a scanned entry: a Scan cursor that
+// resumes just after it.
+func indexKey(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	key := map[string]types.AttributeValue{}
+	for _, name := range []string{AttrKey, AttrShard, AttrDueAt} {
+		if v, ok := item[name]; ok {
+			key[name] = v
+		}
+	}
+	return key
+}
+
+// skipSwept returns a Scan cursor past every entry of the shard cursor
+// points into when the sweep queries that shard: none of its entries can
+// be stray, and rows staged into it after the cursor would otherwise keep
+// a busy shard's page filled and the pass from ever reaching the next
+// shard. A cursor in a stray shard stays: each page there moves what it
+// reads.
+func (a *Audit) skipSwept(cursor map[string]types.AttributeValue) map[string]types.AttributeValue {
+	sh, ok := cursor[AttrShard].(*types.AttributeValueMemberS)
+	if !ok || !a.swept(sh.Value) {
+		return cursor
+	}
+	return map[string]types.AttributeValue{
+		AttrShard: sh, AttrDueAt: &types.AttributeValueMemberN{Value: maxDueAt},
+		AttrKey: &types.AttributeValueMemberS{Value: maxKey},
+	}
 }
 
 // swept reports whether the sweep queries shard: a decimal number in
@@ -192,7 +333,8 @@ func (a *Audit) swept(shard string) bool {
 // shard a producer of this configuration writes. The row keeps its due
 // time and state, and its place in an ordered group: the head check reads
 // a predecessor by key, never by shard. A move DynamoDB refuses for good
-// (the item would pass its size limit) dead-letters the row instead.
+// (the item would pass its size limit) dead-letters the row instead; a
+// row another writer changed since the scan is left alone, "changed".
 func (a *Audit) move(ctx context.Context, key, shard string, now time.Time) Stray {
 	stray := Stray{Key: key, Shard: shard, Outcome: "moved"}
 	const op = "move to its shard"
@@ -215,7 +357,7 @@ func (a *Audit) move(ctx context.Context, key, shard string, now time.Time) Stra
 	case errors.As(err, &conflict):
 		stray.Outcome = "changed"
 	default:
-		stray.Outcome, stray.Error = "error", err.Error()
+		stray.Outcome, stray.Error, stray.err = "error", err.Error(), err
 	}
 	return stray
 }
@@ -276,12 +418,41 @@ func (s *Store) saveAudit(ctx context.Context, st auditState, cursor map[string]
 		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil // a concurrent run saved first: its place stands
+	if err == nil {
+		return nil
 	}
+	// The rows are moved whether or not the save holds, and no later run
+	// finds them again: their total goes in on its own, unconditionally.
+	var ccf *types.ConditionalCheckFailedException
+	conflict := errors.As(err, &ccf)
+	if !conflict {
+		err = fmt.Errorf("save the audit item: %w", err)
+	} else {
+		err = nil // a concurrent run saved first: its place stands
+	}
+	if found > 0 {
+		if addErr := s.addAuditTotal(ctx, found); addErr != nil {
+			err = errors.Join(err, addErr)
+		}
+	}
+	return err
+}
+
+// addAuditTotal adds found to the audit item's total, whatever its
+// version: the fallback of a save that did not hold. After a save that
+// timed out but was applied the total counts those rows twice; it never
+// drops them.
+func (s *Store) addAuditTotal(ctx context.Context, found int) error {
+	expr, err := expression.NewBuilder().WithUpdate(expression.Add(expression.Name(attrAuditTotal), expression.Value(found))).Build()
 	if err != nil {
-		return fmt.Errorf("save the audit item: %w", err)
+		return fmt.Errorf("build audit total: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.cfg.Table), Key: keyOf(AuditKey), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		return fmt.Errorf("add to the audit total: %w", err)
 	}
 	return nil
 }

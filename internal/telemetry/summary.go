@@ -37,8 +37,9 @@ type Summary struct {
 	Records int `json:"records,omitempty"`
 	Ignored int `json:"ignored,omitempty"`
 	// StrayRows counts the rows the sweep's audit found on a shard the
-	// sweep never queries (see dynamo.Audit); a move that dead-lettered a
-	// row counts in DeadLettered too, one that failed in Errors.
+	// sweep never queries and moved or dead-lettered (see dynamo.Audit),
+	// each once: a dead-lettered one counts in DeadLettered too; a failed
+	// move counts only in Errors, until a later sweep resolves the row.
 	StrayRows int `json:"stray_rows"`
 }
 
