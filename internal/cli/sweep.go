@@ -96,7 +96,7 @@ func (a *app) sweepCommand() *cobra.Command {
 			}
 			res, err := e.Sweep(cmd.Context())
 			s := telemetry.NewSummary("sweep", res)
-			s.StrayRows, s.DeadLettered, s.Errors = len(found.Found), s.DeadLettered+found.DeadLettered, s.Errors+found.Errors
+			s.StrayRows, s.DeadLettered, s.Errors = found.Strays(), s.DeadLettered+found.DeadLettered, s.Errors+found.Errors
 			if perr := a.emit(s, func(w io.Writer) { printSummary(w, s) }); perr != nil {
 				return perr
 			}
