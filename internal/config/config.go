@@ -33,6 +33,12 @@ type Config struct {
 	FunctionTimeout time.Duration
 	// MetricsNamespace is the CloudWatch namespace of the EMF metrics.
 	MetricsNamespace string
+	// SweepPartitions is how many sweeps share the due index, each over
+	// its own shards (outbox.Partition); 1 is a single sweep.
+	SweepPartitions int
+	// SweepRate is the sweep schedule's period: a sweep stops claiming
+	// before the next one of its partition starts. 0 when not given.
+	SweepRate time.Duration
 }
 
 // Var describes one environment variable: its name, its default ("" when
@@ -66,6 +72,11 @@ var Vars = []Var{
 		return err
 	}, "Ordered"},
 	{"OUTFLOW_HEAD_WAIT", "2s", "How long the wake waits for an ordered row's predecessor in flight in another invocation before it leaves the row to the sweep; 0s never waits. At most 1m.", durVar(func(c *Config) *time.Duration { return &c.Policy.HeadWait }), "HeadWait"},
+	{"OUTFLOW_SWEEP_PARTITIONS", "1", "Sweeps that run side by side at each scheduled sweep, each over its own shards (shard s goes to partition s mod this), so no two claim the same row; the scheduled invocation starts the others. At most OUTFLOW_SHARDS.", intVar(func(c *Config) *int { return &c.SweepPartitions }), ""},
+	{"OUTFLOW_SWEEP_RATE", "0s", "The sweep schedule's period, as a duration or as the schedule's `rate(N minutes)`: a sweep stops claiming in time for the next one of its partition, so the two never race for rows (every refused claim is a write DynamoDB bills). 0s lets a sweep claim until its deadline margin.", func(c *Config, v string) (err error) {
+		c.SweepRate, err = ParseRate(v)
+		return err
+	}, ""},
 	{"OUTFLOW_SHARDS", "4", "Due-index shards. May grow, never shrink; producers must use the same value.", intVar(func(c *Config) *int { return &c.Store.Shards }), "Shards"},
 	{"OUTFLOW_DONE_RETENTION", "0s", "Keep delivered rows as `done` this long (TTL); 0 deletes them.", durVar(func(c *Config) *time.Duration { return &c.Store.DoneRetention }), "DoneRetention"},
 	{"OUTFLOW_MAX_ATTEMPTS", "8", "Delivery attempts per row, counting lost claims, before it is dead-lettered.", intVar(func(c *Config) *int { return &c.Policy.MaxAttempts }), "MaxAttempts"},
@@ -161,6 +172,12 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("OUTFLOW_ORDERED: route %q is not in OUTFLOW_ROUTES", route))
 		}
 	}
+	if c.SweepPartitions < 1 || c.SweepPartitions > c.Store.Shards {
+		errs = append(errs, fmt.Errorf("OUTFLOW_SWEEP_PARTITIONS=%d: must be in [1, OUTFLOW_SHARDS=%d]: each partition sweeps shards of its own (raise OUTFLOW_SHARDS, producers too, or lower the partitions)", c.SweepPartitions, c.Store.Shards))
+	}
+	if c.SweepRate != 0 && c.SweepRate <= c.Policy.DeadlineMargin {
+		errs = append(errs, fmt.Errorf("OUTFLOW_SWEEP_RATE=%s: must exceed OUTFLOW_DEADLINE_MARGIN=%s, or no sweep could claim a row", c.SweepRate, c.Policy.DeadlineMargin))
+	}
 	switch {
 	case c.FunctionTimeout < 0:
 		errs = append(errs, fmt.Errorf("OUTFLOW_FUNCTION_TIMEOUT=%s: must not be negative", c.FunctionTimeout))
@@ -171,6 +188,26 @@ func (c Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ParseRate reads OUTFLOW_SWEEP_RATE: a duration ("90s", "0s"), or an
+// EventBridge Scheduler rate in minutes ("rate(1 minute)", "rate(5
+// minutes)"), so the template can pass its SweepRate as it is.
+func ParseRate(v string) (time.Duration, error) {
+	if inner, ok := strings.CutPrefix(strings.TrimSpace(v), "rate("); ok {
+		inner, ok = strings.CutSuffix(inner, ")")
+		n, unit, _ := strings.Cut(strings.TrimSpace(inner), " ")
+		minutes, err := strconv.Atoi(n)
+		if !ok || err != nil || minutes < 1 || (unit != "minute" && unit != "minutes") {
+			return 0, errors.New("not a rate in minutes (like rate(1 minute), rate(5 minutes))")
+		}
+		return time.Duration(minutes) * time.Minute, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errors.New("not a duration (like 60s) or a rate (like rate(1 minute))")
+	}
+	return d, nil
 }
 
 // ParseOrdered reads OUTFLOW_ORDERED: "none", or routes with an optional

@@ -94,7 +94,7 @@ func NewAudit(api AuditAPI, cfg Config) (*Audit, error) {
 type Stray struct {
 	Key   string `json:"key"`
 	Shard string `json:"shard"`
-	// Outcome is "moved" (to the shard its key hashes to), "dead-lettered"
+	// Outcome is "moved" (to its own shard, ShardFor), "dead-lettered"
 	// (the move would pass DynamoDB's limits) or "error" (the move failed:
 	// a later run reads the row again).
 	Outcome string `json:"outcome"`
@@ -146,7 +146,7 @@ type auditState struct {
 }
 
 // Run audits the next pages of the due index, from where the last run
-// stopped: it moves each stray row to its key's shard, with a conditional
+// stopped: it moves each stray row to its own shard, with a conditional
 // write that holds only while the row's shard is still the one read, and
 // saves its place and counts in the audit item. A healthy table costs no
 // write to any row, and no write at all while the audit item's place and
@@ -329,8 +329,8 @@ func (a *Audit) swept(shard string) bool {
 	return err == nil && n >= 0 && n < a.cfg.Shards && strconv.Itoa(n) == shard
 }
 
-// move rewrites a stray row's shard to the one its key hashes to, the
-// shard a producer of this configuration writes. The row keeps its due
+// move rewrites a stray row's shard to its own (ShardFor: its key's, or
+// its ordered group's), the shard a producer of this configuration writes. The row keeps its due
 // time and state, and its place in an ordered group: the head check reads
 // a predecessor by key, never by shard. A move DynamoDB refuses for good
 // (the item would pass its size limit) dead-letters the row instead; a
@@ -341,8 +341,9 @@ func (a *Audit) move(ctx context.Context, key, shard string, now time.Time) Stra
 	still := func() expression.ConditionBuilder {
 		return expression.Name(AttrShard).Equal(expression.Value(shard))
 	}
-	upd := expression.Set(expression.Name(AttrShard), expression.Value(ShardOf(key, a.cfg.Shards)))
-	_, err := a.update(ctx, op, key, still(), upd, types.ReturnValueNone)
+	err := a.placing(ctx, op, key, still, func(to string) expression.UpdateBuilder {
+		return expression.Set(expression.Name(AttrShard), expression.Value(to))
+	})
 	if isSizeError(err) {
 		err = a.failTooLarge(ctx, op, key, still(), now, err)
 	} else if msg, ok := refusal(err); ok {

@@ -71,7 +71,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 	}
 	switch row.Status {
 	case outbox.StatusPending, outbox.StatusClaimed:
-		it.DueAt, it.Shard = ms(row.DueAt), ShardOf(row.Key, shards)
+		it.DueAt, it.Shard = ms(row.DueAt), ShardFor(row, shards)
 	case outbox.StatusFailed:
 		it.FailedAt, it.DeadQueue = ms(row.FailedAt), deadQueue(row.Queue)
 	}

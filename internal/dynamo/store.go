@@ -321,7 +321,7 @@ func (s *Store) Done(ctx context.Context, row outbox.Row, now time.Time) error {
 func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
 	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)), history).
 		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
-		Set(expression.Name(AttrShard), s.shardIfMissing(row.Key)).
+		Set(expression.Name(AttrShard), s.shardIfMissing(row)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
 	_, err := s.update(ctx, "retry", row.Key, holds(row), upd, types.ReturnValueNone)
 	if isSizeError(err) {
@@ -443,32 +443,37 @@ func (s *Store) failRefused(ctx context.Context, op, key string, cond expression
 func (s *Store) Release(ctx context.Context, row outbox.Row) error {
 	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
 		Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Minus(expression.Value(1))).
-		Set(expression.Name(AttrShard), s.shardIfMissing(row.Key)).
+		Set(expression.Name(AttrShard), s.shardIfMissing(row)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
 	_, err := s.update(ctx, "release", row.Key, holds(row), upd, types.ReturnValueNone)
 	return err
 }
 
-// shardIfMissing keeps a row's shard, or gives it its key's: a producer
+// shardIfMissing keeps a row's shard, or gives it its own (ShardFor): a producer
 // in another language may write a row with no shard, which only the wake
 // (by its stream record) ever claims, and which, once back to pending,
 // must be in the due index for the sweep to find it again.
-func (s *Store) shardIfMissing(key string) expression.SetValueBuilder {
-	return expression.IfNotExists(expression.Name(AttrShard), expression.Value(ShardOf(key, s.cfg.Shards)))
+func (s *Store) shardIfMissing(row outbox.Row) expression.SetValueBuilder {
+	return expression.IfNotExists(expression.Name(AttrShard), expression.Value(ShardFor(row, s.cfg.Shards)))
 }
 
 // Redrive returns a failed row to pending with a fresh budget, due now.
 // Only failed rows move; any other gives a *outbox.ConflictError.
+// A row of an ordered group goes back to its group's shard (ShardFor),
+// at the price of one refused write (see placing).
 func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
-	cond := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
-	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
-		Set(expression.Name(AttrAttempt), expression.Value(0)).
-		Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
-		Set(expression.Name(AttrShard), expression.Value(ShardOf(key, s.cfg.Shards))).
-		Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
-		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
-	_, err := s.update(ctx, "redrive", key, cond, upd, types.ReturnValueNone)
-	return err
+	cond := func() expression.ConditionBuilder {
+		return expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
+	}
+	upd := func(shard string) expression.UpdateBuilder {
+		return expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
+			Set(expression.Name(AttrAttempt), expression.Value(0)).
+			Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
+			Set(expression.Name(AttrShard), expression.Value(shard)).
+			Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
+			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
+	}
+	return s.placing(ctx, "redrive", key, cond, upd)
 }
 
 // keepingHistory runs an update that replaces the stored error history

@@ -199,7 +199,7 @@ func (l *IndexLag) wrote(row outbox.Row, now time.Time, moved bool) {
 	ref, ok := l.seen[key]
 	if !ok || !ref.CreatedAt.Equal(row.CreatedAt) {
 		// The index held the row's entry whether or not a query read it.
-		ref = outbox.DueRef{Key: key, Shard: l.shardOf(key), DueAt: row.DueAt, CreatedAt: row.CreatedAt, Queue: row.Queue,
+		ref = outbox.DueRef{Key: key, Shard: l.shardOf(row), DueAt: row.DueAt, CreatedAt: row.CreatedAt, Queue: row.Queue,
 			Prev: row.Prev, Seq: row.Seq, Linked: true}
 	}
 	l.stale[key] = staleEntry{ref: ref, until: until}
@@ -208,9 +208,9 @@ func (l *IndexLag) wrote(row outbox.Row, now time.Time, moved bool) {
 	}
 }
 
-// shardOf is the due-index shard of key, as the producer chose it.
-func (l *IndexLag) shardOf(key string) int {
-	n, err := strconv.Atoi(dynamo.ShardOf(key, l.Shards()))
+// shardOf is the due-index shard of row, as the producer chose it.
+func (l *IndexLag) shardOf(row outbox.Row) int {
+	n, err := strconv.Atoi(dynamo.ShardFor(row, l.Shards()))
 	if err != nil {
 		return -1
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/outflowhq/outflow/internal/config"
@@ -25,6 +26,10 @@ type Runtime struct {
 	Engine *outbox.Engine
 	// Audit finds and moves stray rows before each sweep; nil skips it.
 	Audit *dynamo.Audit
+	// Invoker starts the other sweep partitions when the backstop runs as
+	// more than one (OUTFLOW_SWEEP_PARTITIONS); nil in a function that is
+	// not in Lambda, where the caller sets its own.
+	Invoker Invoker
 	Log   *slog.Logger
 	// Metrics receives one EMF line per invocation (stdout in Lambda).
 	Metrics io.Writer
@@ -67,7 +72,12 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, Engine: engine, Audit: audit, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}, nil
+	rt := &Runtime{Config: cfg, Engine: engine, Audit: audit, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}
+	// Lambda names the running function; the fan-out invokes it again.
+	if name := getenv("AWS_LAMBDA_FUNCTION_NAME"); name != "" && cfg.SweepPartitions > 1 {
+		rt.Invoker = LambdaInvoker{API: lambda.NewFromConfig(awsCfg), Function: name}
+	}
+	return rt, nil
 }
 
 // report logs a summary and emits its metrics; a failed metrics write is
@@ -78,7 +88,7 @@ func (rt *Runtime) report(ctx context.Context, s telemetry.Summary) {
 		"dead_lettered", s.DeadLettered, "released", s.Released, "expired", s.Expired,
 		"skipped", s.Skipped, "conflicts", s.Conflicts, "errors", s.Errors,
 		"oldest_due_age_ms", s.OldestDueAgeMs, "duration_ms", s.DurationMs, "stopped", s.Stopped,
-		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows)
+		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows, "partition", s.Partition)
 	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, rt.metricsLevel, time.Now(), s); err != nil {
 		rt.Log.WarnContext(ctx, "emit metrics failed", "error", err)
 	}

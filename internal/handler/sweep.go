@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
@@ -17,30 +18,96 @@ type Sweep struct{ rt *Runtime }
 func NewSweep(rt *Runtime) *Sweep { return &Sweep{rt: rt} }
 
 // Handle runs one sweep with the invocation's deadline and returns its
-// summary. The event (an EventBridge Scheduler payload, or anything) is not
-// read. It fails only when the configuration cannot be safe under this
-// deadline — a lease shorter than the timeout — so the Errors alarm fires.
-func (s *Sweep) Handle(ctx context.Context, _ json.RawMessage) (telemetry.Summary, error) {
+// summary. An event that names a partition ({"partition": i, "of": k},
+// sent by the fan-out) sweeps that partition's shards. Any other event (an
+// EventBridge Scheduler payload, or anything) is the scheduled sweep: with
+// OUTFLOW_SWEEP_PARTITIONS k > 1, it starts partitions 1 to k-1 as
+// invocations of their own, runs the stray-row audit and sweeps partition
+// 0; with k = 1, it runs the audit and sweeps every shard. It fails only
+// when the sweep cannot be safe — a lease shorter than the timeout, a
+// partition that does not fit the shards — so the Errors alarm fires.
+func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Summary, error) {
+	p, scheduled := partitionOf(event, s.rt.Config.SweepPartitions)
+	if err := p.Validate(s.rt.Config.Store.Shards); err != nil {
+		s.rt.Log.ErrorContext(ctx, "sweep refused: partition does not fit the shards", "partition", p.String(), "error", err)
+		return telemetry.Summary{Function: "sweep", Stopped: "refused"}, err
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		if err := s.rt.Engine.Policy().CheckDeadline(time.Until(deadline)); err != nil {
 			s.rt.Log.ErrorContext(ctx, "sweep refused: configuration unsafe for this timeout", "error", err)
-			return telemetry.Summary{Function: "sweep"}, err
+			return telemetry.Summary{Function: "sweep", Stopped: "refused"}, err
 		}
 	}
-	// The audit goes first, so the rows it moves are swept in this run.
-	audit := s.audit(ctx)
-	res, err := s.rt.Engine.Sweep(ctx)
+	var failedFanOut int
+	if scheduled && p.Count > 1 {
+		failedFanOut = s.fanOut(ctx, p.Count)
+	}
+	ctx, cancel := s.untilNextSweep(ctx)
+	defer cancel()
+	// The audit goes first, so the rows it moves are swept in this run;
+	// only the scheduled sweep runs it, since it reads the whole index.
+	var audit dynamo.AuditResult
+	if scheduled {
+		audit = s.audit(ctx)
+	}
+	res, err := s.rt.Engine.SweepPartition(ctx, p)
 	sum := telemetry.NewSummary("sweep", res)
+	if p.Count > 1 {
+		sum.Partition = p.String()
+	}
 	// Only rows this run resolved: a row an overlapping audit moved first
 	// is that audit's, and a failed move counts when a later run ends it.
 	sum.StrayRows = audit.Strays()
 	sum.DeadLettered += audit.DeadLettered
-	sum.Errors += audit.Errors
+	sum.Errors += audit.Errors + failedFanOut
 	s.rt.report(ctx, sum)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// partitionOf reads the partition an event names, or, for any event that
+// names none, returns partition 0 of k and scheduled.
+func partitionOf(event json.RawMessage, k int) (p outbox.Partition, scheduled bool) {
+	var named struct {
+		Index *int `json:"partition"`
+		Count *int `json:"of"`
+	}
+	if json.Unmarshal(event, &named) != nil || named.Index == nil || named.Count == nil {
+		return outbox.Partition{Index: 0, Count: k}, true
+	}
+	return outbox.Partition{Index: *named.Index, Count: *named.Count}, false
+}
+
+// fanOut starts partitions 1 to k-1 and returns how many it could not
+// start, each logged: their shards wait for the next scheduled sweep.
+func (s *Sweep) fanOut(ctx context.Context, k int) int {
+	if s.rt.Invoker == nil {
+		s.rt.Log.ErrorContext(ctx, "sweep partitions not started: no invoker (AWS_LAMBDA_FUNCTION_NAME unset)", "partitions", k)
+		return k - 1
+	}
+	failed := fanOut(ctx, s.rt.Invoker, k)
+	for p, err := range failed {
+		s.rt.Log.ErrorContext(ctx, "sweep partition not started", "partition", p.String(), "error", err)
+	}
+	return len(failed)
+}
+
+// untilNextSweep ends ctx where the next scheduled sweep of the same
+// partition begins, when OUTFLOW_SWEEP_RATE gives the schedule and it
+// comes before the invocation's own deadline: the engine stops claiming
+// the deadline margin before that, and settles what it holds, so two
+// sweeps of one partition never race for the same rows.
+func (s *Sweep) untilNextSweep(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.rt.Config.SweepRate <= 0 {
+		return ctx, func() {}
+	}
+	next := time.Now().Add(s.rt.Config.SweepRate)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(next) {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, next)
 }
 
 // audit runs the stray-row audit within its page budget and logs each

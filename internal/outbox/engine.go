@@ -56,10 +56,22 @@ func (e *Engine) Policy() Policy { return e.policy }
 // sweep where it is: its claims stay held until their lease expires, exactly
 // as if the process had crashed. The error is ctx's, if any.
 func (e *Engine) Sweep(ctx context.Context) (Result, error) {
+	return e.SweepPartition(ctx, Whole)
+}
+
+// SweepPartition is Sweep over the shards partition p owns: one of
+// p.Count sweeps that run side by side without ever claiming the same row.
+// A partition that does not fit the store's shards is an error, before
+// any request.
+func (e *Engine) SweepPartition(ctx context.Context, p Partition) (Result, error) {
+	if err := p.Validate(e.store.Shards()); err != nil {
+		return Result{Stopped: "refused"}, err
+	}
 	r := e.newRun(ctx, e.policy.WakeGrace)
+	shards := r.queryShards(p.Shards(e.store.Shards()))
 	for {
 		before := r.t.claimed.Load()
-		r.pass(ctx, r.queryShards)
+		r.pass(ctx, shards)
 		r.recheck(ctx)
 		r.nextInGroups(ctx)
 		switch {

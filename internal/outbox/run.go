@@ -109,22 +109,25 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 	senders.Wait()
 }
 
-// queryShards emits the due rows of every shard, shards in parallel, each
-// paged oldest first, until the shard is exhausted or the run must stop.
-func (r *run) queryShards(ctx context.Context, out chan<- DueRef) {
-	var wg sync.WaitGroup
-	for shard := range r.store.Shards() {
-		wg.Go(func() {
-			var after *DueRef
-			for ctx.Err() == nil && !r.budgetSpent() && !r.pastDeadline() {
-				more, ok := r.queryPage(ctx, shard, &after, out)
-				if !ok || !more {
-					return
+// queryShards is a source that emits the due rows of the given shards,
+// shards in parallel, each paged oldest first, until the shard is
+// exhausted or the run must stop.
+func (r *run) queryShards(shards []int) func(context.Context, chan<- DueRef) {
+	return func(ctx context.Context, out chan<- DueRef) {
+		var wg sync.WaitGroup
+		for _, shard := range shards {
+			wg.Go(func() {
+				var after *DueRef
+				for ctx.Err() == nil && !r.budgetSpent() && !r.pastDeadline() {
+					more, ok := r.queryPage(ctx, shard, &after, out)
+					if !ok || !more {
+						return
+					}
 				}
-			}
-		})
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 }
 
 // queryPage reads one page of a shard and hands its entries on, counting

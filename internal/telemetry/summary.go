@@ -41,6 +41,9 @@ type Summary struct {
 	// each once: a dead-lettered one counts in DeadLettered too; a failed
 	// move counts only in Errors, until a later sweep resolves the row.
 	StrayRows int `json:"stray_rows"`
+	// Partition is the sweep's share of the due index, "index/count"
+	// (outbox.Partition), when the backstop runs as more than one sweep.
+	Partition string `json:"partition,omitempty"`
 }
 
 // NewSummary summarises an engine result for the named function.
