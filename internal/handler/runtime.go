@@ -30,7 +30,7 @@ type Runtime struct {
 	// more than one (OUTFLOW_SWEEP_PARTITIONS); nil in a function that is
 	// not in Lambda, where the caller sets its own.
 	Invoker Invoker
-	Log   *slog.Logger
+	Log     *slog.Logger
 	// Metrics receives one EMF line per invocation (stdout in Lambda).
 	Metrics io.Writer
 	// metricsLevel is the level the EMF lines carry, so Lambda's log
