@@ -63,8 +63,12 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_ROUTES"] += ",a.fifo=https://sqs.us-east-1.amazonaws.com/1/a.fifo,b.fifo=https://sqs.us-east-1.amazonaws.com/1/b.fifo"
 	kv["OUTFLOW_ORDERED"] = " a.fifo , b.fifo=skip "
 	kv["OUTFLOW_HEAD_WAIT"] = "500ms"
+	kv["OUTFLOW_SWEEP_PARTITIONS"] = "16"
+	kv["OUTFLOW_SWEEP_RATE"] = "rate(2 minutes)"
 	c, err := config.Load(env(kv))
 	require.NoError(t, err)
+	require.Equal(t, 16, c.SweepPartitions)
+	require.Equal(t, 2*time.Minute, c.SweepRate)
 	require.Equal(t, map[string]outbox.DeadHead{"a.fifo": outbox.DeadHeadBlock, "b.fifo": outbox.DeadHeadSkip}, c.Policy.Ordered)
 	require.Equal(t, 500*time.Millisecond, c.Policy.HeadWait)
 	require.Equal(t, 16, c.Store.Shards)
@@ -118,6 +122,15 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 		{"OUTFLOW_ORDERED", "a.fifo=later", `OUTFLOW_ORDERED="a.fifo=later": route "a.fifo": dead-head policy "later" must be block or skip`},
 		{"OUTFLOW_ORDERED", "a.fifo,a.fifo=skip", `route "a.fifo": given twice`},
 		{"OUTFLOW_ORDERED", "a.fifo", `OUTFLOW_ORDERED: route "a.fifo" is not in OUTFLOW_ROUTES`},
+		// Each partition sweeps shards of its own: more partitions than
+		// shards would leave one with nothing, and say nothing about why.
+		{"OUTFLOW_SWEEP_PARTITIONS", "5", "OUTFLOW_SWEEP_PARTITIONS=5: must be in [1, OUTFLOW_SHARDS=4]: each partition sweeps shards of its own"},
+		{"OUTFLOW_SWEEP_PARTITIONS", "0", "OUTFLOW_SWEEP_PARTITIONS=0: must be in [1, OUTFLOW_SHARDS=4]"},
+		{"OUTFLOW_SWEEP_PARTITIONS", "two", `OUTFLOW_SWEEP_PARTITIONS="two": not an integer`},
+		{"OUTFLOW_SWEEP_RATE", "rate(1 hour)", `OUTFLOW_SWEEP_RATE="rate(1 hour)": not a rate in minutes`},
+		{"OUTFLOW_SWEEP_RATE", "rate(0 minutes)", `OUTFLOW_SWEEP_RATE="rate(0 minutes)": not a rate in minutes`},
+		{"OUTFLOW_SWEEP_RATE", "-1m", `OUTFLOW_SWEEP_RATE="-1m": not a duration`},
+		{"OUTFLOW_SWEEP_RATE", "10s", "OUTFLOW_SWEEP_RATE=10s: must exceed OUTFLOW_DEADLINE_MARGIN=10s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -152,6 +165,28 @@ func TestLoad_RefusesACallTimeoutNoCallCanMeet(t *testing.T) {
 			}
 			c, err := config.Load(func(k string) string { return env[k] })
 			require.ErrorContains(t, err, tt.want, "accepted, with a per-call timeout of %s", c.Policy.CallTimeout())
+		})
+	}
+}
+
+func TestParseRate_ReadsTheTemplatesRateAndDurations(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"rate(1 minute)", time.Minute},
+		{"rate(5 minutes)", 5 * time.Minute},
+		{" rate( 2 minutes ) ", 2 * time.Minute},
+		{"90s", 90 * time.Second},
+		{"0s", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.ParseRate(tt.in)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
 		})
 	}
 }
