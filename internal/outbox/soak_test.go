@@ -64,7 +64,8 @@ func envInt(name string, def int) int {
 }
 
 // TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
-// FIFO) plus bad input, runs three concurrent sweepers and the wake under
+// FIFO) plus bad input, runs three concurrent sweepers (two partitions and
+// a whole sweep) and the wake under
 // seeded random faults on a virtual clock until quiescent, then checks the
 // six invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in
 // make test; make soak runs 20,000), OUTFLOW_SOAK_SEED replays a run.
@@ -197,11 +198,15 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	finishConsuming := bench.ConsumeAll(ctx, awstest.SQS(t), queueURLs)
 
 	// Run: each round, three sweepers (some crash) and the wake for the
-	// wave staged that round; the clock moves one second per round.
+	// wave staged that round; the clock moves one second per round. Two
+	// sweepers are the partitions of a backstop of two (OUTFLOW_SWEEP_PARTITIONS=2);
+	// the third sweeps every shard, racing both, as an overlapping sweep
+	// or an operator's `outflow sweep` would.
 	var sweeps, crashes, refused atomic.Int64
+	sweepers := []outbox.Partition{{Index: 0, Count: 2}, {Index: 1, Count: 2}, outbox.Whole}
 	runRound := func(round int, wake []outbox.DueRef) {
 		var wg sync.WaitGroup
-		for w := range 3 {
+		for w, part := range sweepers {
 			wg.Go(func() {
 				ss := &sweeperStore{Store: faults.Store{Store: real, Plan: plan}, claimed: map[string]bool{}}
 				e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
@@ -214,7 +219,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 					// across goroutines.
 					time.AfterFunc(time.Duration(20+(seed+uint64(round*3+w))%200)*time.Millisecond, cancel)
 				}
-				res, _ := e.Sweep(sctx)
+				res, _ := e.SweepPartition(sctx, part)
 				sweeps.Add(1)
 				refused.Add(int64(res.Conflicts))
 				if sctx.Err() != nil {
