@@ -394,3 +394,42 @@ func TestStats_ReportsWhatTheAuditFoundOfStrayRows(t *testing.T) {
 	table := e.ok(t, "stats")
 	require.Contains(t, table, "stray rows found by the audit  1 last pass, 0 this pass, 1 in all")
 }
+
+func TestSweep_PartitionSweepsOnlyItsShards(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for s := range 4 {
+		e.putStray(t, "on-"+strconv.Itoa(s), strconv.Itoa(s))
+	}
+	var sum struct {
+		Delivered int    `json:"delivered"`
+		Partition string `json:"partition"`
+	}
+	r := e.run(t, "sweep", "--partition", "1/2", "--output", "json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sum))
+	require.Equal(t, 2, sum.Delivered, "shards 1 and 3")
+	require.Equal(t, "1/2", sum.Partition)
+	for key, left := range map[string]bool{"on-0": true, "on-1": false, "on-2": true, "on-3": false} {
+		row, err := e.store.Get(context.Background(), key)
+		require.NoError(t, err)
+		require.Equal(t, left, row != nil, key)
+	}
+}
+
+func TestSweep_RefusesAPartitionThatDoesNotFit(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ partition, want string }{
+		{"1/8", "--partition: 8 partitions of 4 shards"},
+		{"2/2", "--partition: partition 2 of 2"},
+		{"one", `partition "one": want index/count`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.partition, func(t *testing.T) {
+			t.Parallel()
+			r := newEnv(t).run(t, "sweep", "--partition", tt.partition)
+			require.Equal(t, cli.ExitUsage, r.code)
+			require.Contains(t, r.stderr, tt.want)
+		})
+	}
+}

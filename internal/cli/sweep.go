@@ -61,13 +61,23 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 }
 
 func (a *app) sweepCommand() *cobra.Command {
-	var routes string
+	var routes, partition string
 	var grace, withAudit bool
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Run one sweep now, with the same engine and configuration as the sweep function",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			part := outbox.Whole
+			if partition != "" {
+				var err error
+				if part, err = outbox.ParsePartition(partition); err != nil {
+					return usageError{err}
+				}
+				if err := part.Validate(a.shards); err != nil {
+					return usageError{fmt.Errorf("--partition: %w", err)}
+				}
+			}
 			log := telemetry.NewLogger(a.stderr, a.getenv)
 			e, audit, _, err := a.engine(cmd, routes, log, func(c *config.Config) {
 				if !grace {
@@ -94,8 +104,11 @@ func (a *app) sweepCommand() *cobra.Command {
 					log.WarnContext(cmd.Context(), "stray-row audit failed", "error", aerr)
 				}
 			}
-			res, err := e.Sweep(cmd.Context())
+			res, err := e.SweepPartition(cmd.Context(), part)
 			s := telemetry.NewSummary("sweep", res)
+			if part.Count > 1 {
+				s.Partition = part.String()
+			}
 			s.StrayRows, s.DeadLettered, s.Errors = found.Strays(), s.DeadLettered+found.DeadLettered, s.Errors+found.Errors
 			if perr := a.emit(s, func(w io.Writer) { printSummary(w, s) }); perr != nil {
 				return perr
@@ -105,6 +118,7 @@ func (a *app) sweepCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES)")
 	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
+	cmd.Flags().StringVar(&partition, "partition", "", "sweep only partition I of K, \"I/K\", the shards s with s mod K = I, as one of the sweep function's OUTFLOW_SWEEP_PARTITIONS sweeps does (default: every shard)")
 	cmd.Flags().BoolVar(&withAudit, "audit", false, "first audit the due index for stray rows, as the sweep function does: moves every row whose shard is not 0..--shards-1, so --shards must be the dispatcher's")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if routes == "" {

@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Partition is one sweep's share of the due index when the backstop runs as
@@ -43,3 +45,15 @@ func (p Partition) Shards(n int) []int {
 
 // String is p as "index/count", as logs and metrics show it.
 func (p Partition) String() string { return fmt.Sprintf("%d/%d", p.Index, p.Count) }
+
+// ParsePartition reads a partition as String writes it, "index/count".
+// It checks the form only; Validate checks it against the shards.
+func ParsePartition(v string) (Partition, error) {
+	i, k, ok := strings.Cut(strings.TrimSpace(v), "/")
+	index, ierr := strconv.Atoi(i)
+	count, kerr := strconv.Atoi(k)
+	if !ok || ierr != nil || kerr != nil {
+		return Partition{}, fmt.Errorf("partition %q: want index/count, like 0/4", v)
+	}
+	return Partition{Index: index, Count: count}, nil
+}
