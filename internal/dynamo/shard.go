@@ -39,34 +39,58 @@ func ShardFor(row outbox.Row, n int) string {
 
 func ordered(row outbox.Row) bool { return row.Seq > 0 && row.Group != "" }
 
-// placedAs is the condition that the stored item has the attributes
-// ShardFor reads as row has them, so that the shard computed from row is
-// the item's own.
-func placedAs(row outbox.Row) expression.ConditionBuilder {
-	if ordered(row) {
-		return expression.AttributeExists(expression.Name(AttrSeq)).
-			And(expression.Name(AttrGroup).Equal(expression.Value(row.Group))).
-			And(expression.Name(AttrQueue).Equal(expression.Value(row.Queue)))
-	}
+// unordered is the condition that the stored item is not of an ordered
+// group as ShardFor reads one, so its shard is its key's: it has no seq or
+// no group.
+func unordered() expression.ConditionBuilder {
 	return expression.AttributeNotExists(expression.Name(AttrSeq)).
 		Or(expression.AttributeNotExists(expression.Name(AttrGroup)))
 }
 
+// placementOf reads what ShardFor needs of a stored item, however a
+// producer wrote it (a seq that is not a whole number, a group that is not
+// a string: such a row is not ordered, and goes to its key's shard), and
+// the condition that the item still holds exactly those attributes.
+func placementOf(key string, item map[string]types.AttributeValue) (outbox.Row, expression.ConditionBuilder) {
+	row := outbox.Row{Key: key}
+	if v, ok := item[AttrSeq].(*types.AttributeValueMemberN); ok {
+		if seq, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			row.Seq = seq
+		}
+	}
+	if v, ok := item[AttrGroup].(*types.AttributeValueMemberS); ok {
+		row.Group = v.Value
+	}
+	if v, ok := item[AttrQueue].(*types.AttributeValueMemberS); ok {
+		row.Queue = v.Value
+	}
+	var same []expression.ConditionBuilder
+	for _, name := range []string{AttrSeq, AttrGroup, AttrQueue} {
+		c := expression.AttributeNotExists(expression.Name(name))
+		if v, ok := item[name]; ok {
+			c = expression.Name(name).Equal(expression.Value(rawValue{v}))
+		}
+		same = append(same, c)
+	}
+	return row, same[0].And(same[1], same[2])
+}
+
 // placing runs an update that writes a row's shard when only its key is
 // known (a redrive, the audit's move). It guesses the row is not ordered,
-// the common case, one write; when the item is of an ordered group, the
-// refusal carries it (ALL_OLD) and the update is made again with its
-// group's shard, under the same condition. cond and upd build afresh for
-// each try (a builder shares its operations with every copy).
+// the common case: one write. When the item has a seq and a group, the
+// refusal carries it (ALL_OLD), and the update is made again with the
+// shard ShardFor gives the item as stored, on condition that its seq,
+// group and queue are still those. cond and upd build afresh for each try
+// (a builder shares its operations with every copy).
 func (s *Store) placing(ctx context.Context, op, key string, cond func() expression.ConditionBuilder, upd func(shard string) expression.UpdateBuilder) error {
-	guess := outbox.Row{Key: key}
-	_, err := s.update(ctx, op, key, cond().And(placedAs(guess)), upd(ShardFor(guess, s.cfg.Shards)), types.ReturnValueNone)
-	var conflict *outbox.ConflictError
-	if !errors.As(err, &conflict) || conflict.Current == nil || !ordered(*conflict.Current) {
-		return err
+	_, err := s.updateRaw(ctx, op, key, cond().And(unordered()), upd(ShardOf(key, s.cfg.Shards)), types.ReturnValueNone)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) || ccf.Item == nil || ccf.Item[AttrSeq] == nil || ccf.Item[AttrGroup] == nil {
+		// Done, failed, gone, or refused by cond itself.
+		return s.wrap(op, key, err)
 	}
-	row := *conflict.Current
-	_, err = s.update(ctx, op, key, cond().And(placedAs(row)), upd(ShardFor(row, s.cfg.Shards)), types.ReturnValueNone)
+	row, same := placementOf(key, ccf.Item)
+	_, err = s.update(ctx, op, key, cond().And(same), upd(ShardFor(row, s.cfg.Shards)), types.ReturnValueNone)
 	return err
 }
 

@@ -520,6 +520,13 @@ func keyOf(key string) map[string]types.AttributeValue {
 // update runs one conditional UpdateItem. On a refused condition it returns
 // a *outbox.ConflictError carrying the row as it was.
 func (s *Store) update(ctx context.Context, op, key string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, ret types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.updateRaw(ctx, op, key, cond, upd, ret)
+	return out, s.wrap(op, key, err)
+}
+
+// updateRaw is update with DynamoDB's own error: a refused condition is a
+// *types.ConditionalCheckFailedException carrying the item as stored.
+func (s *Store) updateRaw(ctx context.Context, op, key string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, ret types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build %s expression: %w", op, err)
@@ -534,7 +541,7 @@ func (s *Store) update(ctx context.Context, op, key string, cond expression.Cond
 		ReturnValues:                        ret,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	return out, s.wrap(op, key, err)
+	return out, err
 }
 
 // wrap turns a refused condition into a *outbox.ConflictError and wraps
