@@ -190,6 +190,10 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// maxRateMinutes is a year: no schedule is slower, and a larger count of
+// minutes would overflow a time.Duration.
+const maxRateMinutes = 365 * 24 * 60
+
 // ParseRate reads OUTFLOW_SWEEP_RATE: a duration ("90s", "0s"), or an
 // EventBridge Scheduler rate in minutes ("rate(1 minute)", "rate(5
 // minutes)"), so the template can pass its SweepRate as it is.
@@ -198,8 +202,8 @@ func ParseRate(v string) (time.Duration, error) {
 		inner, ok = strings.CutSuffix(inner, ")")
 		n, unit, _ := strings.Cut(strings.TrimSpace(inner), " ")
 		minutes, err := strconv.Atoi(n)
-		if !ok || err != nil || minutes < 1 || (unit != "minute" && unit != "minutes") {
-			return 0, errors.New("not a rate in minutes (like rate(1 minute), rate(5 minutes))")
+		if !ok || err != nil || minutes < 1 || minutes > maxRateMinutes || (unit != "minute" && unit != "minutes") {
+			return 0, errors.New("not a rate in minutes, at most a year (like rate(1 minute), rate(5 minutes))")
 		}
 		return time.Duration(minutes) * time.Minute, nil
 	}

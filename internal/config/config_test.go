@@ -168,25 +168,3 @@ func TestLoad_RefusesACallTimeoutNoCallCanMeet(t *testing.T) {
 		})
 	}
 }
-
-func TestParseRate_ReadsTheTemplatesRateAndDurations(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		want time.Duration
-	}{
-		{"rate(1 minute)", time.Minute},
-		{"rate(5 minutes)", 5 * time.Minute},
-		{" rate( 2 minutes ) ", 2 * time.Minute},
-		{"90s", 90 * time.Second},
-		{"0s", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			t.Parallel()
-			got, err := config.ParseRate(tt.in)
-			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
-		})
-	}
-}

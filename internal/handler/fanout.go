@@ -66,6 +66,15 @@ func fanOut(ctx context.Context, inv Invoker, k int) map[outbox.Partition]error 
 	for i := 1; i < k; i++ {
 		p := outbox.Partition{Index: i, Count: k}
 		wg.Go(func() {
+			// A panic here would end the process: the Lambda runtime
+			// recovers only the handler's own goroutine.
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					failed[p] = fmt.Errorf("invoke panicked: %v", r)
+					mu.Unlock()
+				}
+			}()
 			if err := inv.Invoke(ctx, p); err != nil {
 				mu.Lock()
 				failed[p] = err

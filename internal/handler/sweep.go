@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outflowhq/outflow/internal/dynamo"
@@ -23,13 +25,20 @@ func NewSweep(rt *Runtime) *Sweep { return &Sweep{rt: rt} }
 // EventBridge Scheduler payload, or anything) is the scheduled sweep: with
 // OUTFLOW_SWEEP_PARTITIONS k > 1, it starts partitions 1 to k-1 as
 // invocations of their own, runs the stray-row audit and sweeps partition
-// 0; with k = 1, it runs the audit and sweeps every shard. It fails only
-// when the sweep cannot be safe — a lease shorter than the timeout, a
-// partition that does not fit the shards — so the Errors alarm fires.
+// 0, and the partitions it could not start; with k = 1, it runs the audit
+// and sweeps every shard. It fails only when the sweep cannot be safe — a
+// lease shorter than the timeout, a partition event that is not one of
+// this function's partitions — so the Errors alarm fires.
 func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Summary, error) {
-	p, scheduled := partitionOf(event, s.rt.Config.SweepPartitions)
-	if err := p.Validate(s.rt.Config.Store.Shards); err != nil {
-		s.rt.Log.ErrorContext(ctx, "sweep refused: partition does not fit the shards", "partition", p.String(), "error", err)
+	start := time.Now()
+	k := s.rt.Config.SweepPartitions
+	p, scheduled, err := partitionOf(event, k)
+	if err == nil {
+		err = p.Validate(s.rt.Config.Store.Shards)
+	}
+	if err != nil {
+		s.rt.Log.ErrorContext(ctx, "sweep refused: not a partition of this function", "error", err,
+			"partitions", k, "shards", s.rt.Config.Store.Shards)
 		return telemetry.Summary{Function: "sweep", Stopped: "refused"}, err
 	}
 	if deadline, ok := ctx.Deadline(); ok {
@@ -38,28 +47,36 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 			return telemetry.Summary{Function: "sweep", Stopped: "refused"}, err
 		}
 	}
-	var failedFanOut int
-	if scheduled && p.Count > 1 {
-		failedFanOut = s.fanOut(ctx, p.Count)
+	// The next scheduled sweep of these shards begins one period after
+	// this one did, however long the fan-out took.
+	var next time.Time
+	if s.rt.Config.SweepRate > 0 {
+		next = start.Add(s.rt.Config.SweepRate)
 	}
-	ctx, cancel := s.untilNextSweep(ctx)
-	defer cancel()
-	// The audit goes first, so the rows it moves are swept in this run;
-	// only the scheduled sweep runs it, since it reads the whole index.
+	parts := []outbox.Partition{p}
+	if scheduled && k > 1 {
+		parts = append(parts, s.fanOut(ctx, k)...)
+	}
+	// The audit goes first, so the rows it moves to these shards are swept
+	// in this run (rows it moves to another partition's shards go in that
+	// partition's next sweep); only the scheduled sweep runs it, since it
+	// reads the whole index.
 	var audit dynamo.AuditResult
 	if scheduled {
-		audit = s.audit(ctx)
+		audit = s.audit(ctx, next)
 	}
-	res, err := s.rt.Engine.SweepPartition(ctx, p)
+	res, err := s.rt.Engine.SweepPartitions(ctx, next, parts...)
 	sum := telemetry.NewSummary("sweep", res)
-	if p.Count > 1 {
-		sum.Partition = p.String()
+	if k > 1 {
+		sum.Partition = partitionNames(parts)
 	}
 	// Only rows this run resolved: a row an overlapping audit moved first
 	// is that audit's, and a failed move counts when a later run ends it.
 	sum.StrayRows = audit.Strays()
 	sum.DeadLettered += audit.DeadLettered
-	sum.Errors += audit.Errors + failedFanOut
+	// Each partition this invocation swept besides its own is one it
+	// could not start.
+	sum.Errors += audit.Errors + len(parts) - 1
 	s.rt.report(ctx, sum)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return sum, err
@@ -67,61 +84,95 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 	return sum, nil
 }
 
-// partitionOf reads the partition an event names, or, for any event that
-// names none, returns partition 0 of k and scheduled.
-func partitionOf(event json.RawMessage, k int) (p outbox.Partition, scheduled bool) {
-	var named struct {
-		Index *int `json:"partition"`
-		Count *int `json:"of"`
+// partitionOf reads the partition an event names, or, for an event that
+// names none (no "partition" and no "of"), returns partition 0 of k and
+// scheduled. An event that names a partition must name one of this
+// function's k, with whole numbers: anything else is an error, never the
+// scheduled sweep (which would fan out a second time).
+func partitionOf(event json.RawMessage, k int) (p outbox.Partition, scheduled bool, err error) {
+	var named map[string]json.RawMessage
+	if json.Unmarshal(event, &named) != nil || (named["partition"] == nil && named["of"] == nil) {
+		return outbox.Partition{Index: 0, Count: k}, true, nil
 	}
-	if json.Unmarshal(event, &named) != nil || named.Index == nil || named.Count == nil {
-		return outbox.Partition{Index: 0, Count: k}, true
+	index, ierr := wholeNumber(named["partition"])
+	count, cerr := wholeNumber(named["of"])
+	if ierr != nil || cerr != nil {
+		return p, false, fmt.Errorf("partition event %.200s: want {\"partition\": i, \"of\": k} with whole numbers", event)
 	}
-	return outbox.Partition{Index: *named.Index, Count: *named.Count}, false
+	p = outbox.Partition{Index: index, Count: count}
+	if p.Count != k {
+		return p, false, fmt.Errorf("partition event %s: this function sweeps %d partitions (OUTFLOW_SWEEP_PARTITIONS); an event sent before it changed is dropped, its shards go in this function's own partitions", p, k)
+	}
+	return p, false, nil
 }
 
-// fanOut starts partitions 1 to k-1 and returns how many it could not
-// start, each logged: their shards wait for the next scheduled sweep.
-func (s *Sweep) fanOut(ctx context.Context, k int) int {
+// wholeNumber reads a JSON integer that fits an int: not null, a string,
+// a fraction or an exponent.
+func wholeNumber(raw json.RawMessage) (int, error) {
+	var n int
+	if raw == nil || string(raw) == "null" {
+		return 0, errors.New("missing")
+	}
+	return n, json.Unmarshal(raw, &n)
+}
+
+// partitionNames lists partitions as the summary shows them, "0/4,2/4".
+func partitionNames(ps []outbox.Partition) string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// fanOutTimeout bounds the fan-out: an asynchronous Invoke only queues the
+// event and answers at once, so a slow one is a failing one, and the
+// partitions it could not start are swept here instead.
+const fanOutTimeout = 2 * time.Second
+
+// fanOut starts partitions 1 to k-1 and returns those it could not start,
+// each logged; the scheduled sweep sweeps them itself. One whose Invoke
+// went through after all is then swept twice: the claims are conditional,
+// so that costs refused writes, never a second send.
+func (s *Sweep) fanOut(ctx context.Context, k int) []outbox.Partition {
 	if s.rt.Invoker == nil {
-		s.rt.Log.ErrorContext(ctx, "sweep partitions not started: no invoker (AWS_LAMBDA_FUNCTION_NAME unset)", "partitions", k)
-		return k - 1
+		s.rt.Log.ErrorContext(ctx, "sweep partitions not started: no invoker (AWS_LAMBDA_FUNCTION_NAME unset); sweeping them here", "partitions", k)
+		var all []outbox.Partition
+		for i := 1; i < k; i++ {
+			all = append(all, outbox.Partition{Index: i, Count: k})
+		}
+		return all
 	}
+	ctx, cancel := context.WithTimeout(ctx, fanOutTimeout)
+	defer cancel()
 	failed := fanOut(ctx, s.rt.Invoker, k)
-	for p, err := range failed {
-		s.rt.Log.ErrorContext(ctx, "sweep partition not started", "partition", p.String(), "error", err)
+	var left []outbox.Partition
+	for i := 1; i < k; i++ {
+		p := outbox.Partition{Index: i, Count: k}
+		if err, ok := failed[p]; ok {
+			s.rt.Log.ErrorContext(ctx, "sweep partition not started; sweeping it here", "partition", p.String(), "error", err)
+			left = append(left, p)
+		}
 	}
-	return len(failed)
-}
-
-// untilNextSweep ends ctx where the next scheduled sweep of the same
-// partition begins, when OUTFLOW_SWEEP_RATE gives the schedule and it
-// comes before the invocation's own deadline: the engine stops claiming
-// the deadline margin before that, and settles what it holds, so two
-// sweeps of one partition never race for the same rows.
-func (s *Sweep) untilNextSweep(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.rt.Config.SweepRate <= 0 {
-		return ctx, func() {}
-	}
-	next := time.Now().Add(s.rt.Config.SweepRate)
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(next) {
-		return ctx, func() {}
-	}
-	return context.WithDeadline(ctx, next)
+	return left
 }
 
 // audit runs the stray-row audit within its page budget and logs each
 // stray row by key and shard (never its payload). The audit is given the
-// invocation's time less the sweep's deadline margin, and takes only its
+// invocation's time, up to the next scheduled sweep when next is set, less
+// the sweep's deadline margin, and takes only its
 // share of that (dynamo.Audit.TimeShare), so however many stray rows wait,
 // the sweep keeps most of the invocation. A failed audit is logged and
 // counted as an error (Errors already counts each failed move); the sweep
 // goes on.
-func (s *Sweep) audit(ctx context.Context) dynamo.AuditResult {
+func (s *Sweep) audit(ctx context.Context, next time.Time) dynamo.AuditResult {
 	if s.rt.Audit == nil {
 		return dynamo.AuditResult{}
 	}
-	if deadline, ok := ctx.Deadline(); ok {
+	if deadline, ok := ctx.Deadline(); ok || !next.IsZero() {
+		if !ok || (!next.IsZero() && next.Before(deadline)) {
+			deadline = next
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-s.rt.Engine.Policy().DeadlineMargin))
 		defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -64,14 +65,33 @@ func (e *Engine) Sweep(ctx context.Context) (Result, error) {
 // A partition that does not fit the store's shards is an error, before
 // any request.
 func (e *Engine) SweepPartition(ctx context.Context, p Partition) (Result, error) {
-	if err := p.Validate(e.store.Shards()); err != nil {
-		return Result{Stopped: "refused"}, err
+	return e.SweepPartitions(ctx, time.Time{}, p)
+}
+
+// SweepPartitions is one sweep over the shards of every partition given
+// (a scheduled sweep that also sweeps the partitions it could not hand
+// off). Claims stop the deadline margin before the earlier of ctx's
+// deadline and until (zero: ctx's alone), the time the next sweep of the
+// same shards begins; the sends and settles of rows already claimed go on
+// under ctx, as they would before a Lambda timeout.
+func (e *Engine) SweepPartitions(ctx context.Context, until time.Time, ps ...Partition) (Result, error) {
+	n := e.store.Shards()
+	var shards []int
+	for _, p := range ps {
+		if err := p.Validate(n); err != nil {
+			return Result{Stopped: "refused"}, err
+		}
+		shards = append(shards, p.Shards(n)...)
 	}
+	slices.Sort(shards)
 	r := e.newRun(ctx, e.policy.WakeGrace)
-	shards := r.queryShards(p.Shards(e.store.Shards()))
+	if stop := until.Add(-e.policy.DeadlineMargin); !until.IsZero() && (r.stopAt.IsZero() || stop.Before(r.stopAt)) {
+		r.stopAt = stop
+	}
+	source := r.queryShards(slices.Compact(shards))
 	for {
 		before := r.t.claimed.Load()
-		r.pass(ctx, shards)
+		r.pass(ctx, source)
 		r.recheck(ctx)
 		r.nextInGroups(ctx)
 		switch {
