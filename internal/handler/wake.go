@@ -42,7 +42,7 @@ func (w *Wake) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyna
 	}
 	refs, ignored := DueInserts(ev, w.now())
 	for _, ig := range ignored {
-		if ig.Reason != reasonNotDue {
+		if ig.Reason != reasonNotDue && ig.Reason != reasonDelayed {
 			w.rt.Log.InfoContext(ctx, "wake skipped a stream record", "event_id", ig.EventID, "reason", ig.Reason)
 		}
 	}
@@ -66,10 +66,13 @@ type Ignored struct {
 	Reason  string
 }
 
-const reasonNotDue = "not due yet"
+const (
+	reasonNotDue  = "not due yet"
+	reasonDelayed = "delayed (not_before): the sweep's"
+)
 
-// DueInserts returns the rows a batch inserted as pending and due by now,
-// in order, and every other record with the reason it was left alone. Each
+// DueInserts returns the rows a batch inserted as pending, due when
+// staged and still due by now, in order, and every other record with the reason it was left alone. Each
 // row carries its queue and, from the image, its predecessor in an ordered
 // group, so the engine need not read it. It never panics on unexpected
 // records.
@@ -130,6 +133,15 @@ func dueInsert(rec events.DynamoDBEventRecord, now time.Time) (key, reason strin
 	}
 	if ms > now.UnixMilli() {
 		return "", reasonNotDue
+	}
+	// A row that was not due when staged is never the wake's: the sweep
+	// takes it as soon as it is due (it leaves to the wake only rows due
+	// when inserted), so a wake reading its record late would race the
+	// sweep for it, a refused write DynamoDB bills.
+	if created, ok := img[dynamo.AttrCreatedAt]; ok && created.DataType() == events.DataTypeNumber {
+		if c, err := strconv.ParseInt(created.Number(), 10, 64); err == nil && ms > c {
+			return "", reasonDelayed
+		}
 	}
 	return key, ""
 }

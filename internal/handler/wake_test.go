@@ -29,6 +29,12 @@ func TestDueInserts_PicksPendingDueInsertsAndSaysWhyNotForTheRest(t *testing.T) 
 		{"no image", `{"eventName":"INSERT","dynamodb":{}}`, "", "no string pk in the new image"},
 		{"status as number", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"N":"1"},"due_at":{"N":"1"}}}}`, "", "status is not pending"},
 		{"due as string", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"S":"soon"}}}}`, "", "no numeric due_at in the new image"},
+		// Delayed rows are the sweep's (it takes them once due, with no
+		// grace): a wake that read the record after the delay ran out would
+		// race it for the row (found by the quiet bench).
+		{"delayed, now due", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"created_at":{"N":"9000"},"due_at":{"N":"9500"}}}}`, "", "delayed (not_before): the sweep's"},
+		{"due at staging", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"created_at":{"N":"9000"},"due_at":{"N":"9000"}}}}`, "a", ""},
+		{"created_at unreadable", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"created_at":{"S":"x"},"due_at":{"N":"9500"}}}}`, "a", ""},
 		{"due fractional", `{"eventName":"INSERT","dynamodb":{"NewImage":{"pk":{"S":"a"},"status":{"S":"pending"},"due_at":{"N":"1.5"}}}}`, "", "due_at is not an integer"},
 	}
 	for _, tt := range tests {
