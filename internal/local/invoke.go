@@ -40,11 +40,16 @@ func (f inProcess) invoke(ctx context.Context, payload []byte) ([]byte, error) {
 
 func (inProcess) stop() {}
 
-// newInProcess builds the named function's runtime from its environment.
-func newInProcess(name string, awsCfg aws.Config, env map[string]string, timeout time.Duration, logs io.Writer) (function, error) {
+// newInProcess builds the named function's runtime from its environment;
+// inv, if not nil, is the sweep's Invoker for its partitions (in Lambda,
+// Setup builds one from AWS_LAMBDA_FUNCTION_NAME).
+func newInProcess(name string, awsCfg aws.Config, env map[string]string, timeout time.Duration, logs io.Writer, inv handler.Invoker) (function, error) {
 	rt, err := handler.Setup(awsCfg, func(k string) string { return env[k] }, logs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if inv != nil {
+		rt.Invoker = inv
 	}
 	f := inProcess{timeout: timeout}
 	switch name {
