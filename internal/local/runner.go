@@ -88,9 +88,9 @@ type Runner struct {
 	async      *asyncQueue
 	partitions []function
 	invokeAPI  *http.Server
-	patterns []eventfilter.Pattern
-	batch    int
-	poller   *streams.Poller
+	patterns   []eventfilter.Pattern
+	batch      int
+	poller     *streams.Poller
 	// pids lists every child process the runner started.
 	pids []int
 }
