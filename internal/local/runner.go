@@ -108,9 +108,11 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		opts.Region = "us-east-1"
 	}
 	r = &Runner{opts: opts, Endpoint: opts.Endpoint}
+	// Every failure returns a nil runner: stop what this one started.
+	started := r
 	defer func() {
 		if err != nil {
-			r.Close()
+			started.Close()
 		}
 	}()
 	if r.Template, err = loadTemplate(opts); err != nil {
