@@ -63,6 +63,8 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_ROUTES"] += ",a.fifo=https://sqs.us-east-1.amazonaws.com/1/a.fifo,b.fifo=https://sqs.us-east-1.amazonaws.com/1/b.fifo"
 	kv["OUTFLOW_ORDERED"] = " a.fifo , b.fifo=skip "
 	kv["OUTFLOW_HEAD_WAIT"] = "500ms"
+	kv["OUTFLOW_SWEEP_PARTITIONS"] = "4"
+	kv["OUTFLOW_SWEEP_RATE"] = "rate(2 minutes)"
 	c, err := config.Load(env(kv))
 	require.NoError(t, err)
 	require.Equal(t, map[string]outbox.DeadHead{"a.fifo": outbox.DeadHeadBlock, "b.fifo": outbox.DeadHeadSkip}, c.Policy.Ordered)
@@ -75,6 +77,8 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	require.Equal(t, 393216, c.MaxMessageBytes)
 	require.Equal(t, time.Minute, c.FunctionTimeout)
 	require.Equal(t, "Mine", c.MetricsNamespace)
+	require.Equal(t, 4, c.SweepPartitions)
+	require.Equal(t, 2*time.Minute, c.SweepRate)
 	require.Len(t, config.Vars, len(kv), "every variable is covered here")
 }
 
