@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/handler"
 	"github.com/outflowhq/outflow/internal/rie"
 )
@@ -83,6 +84,12 @@ func (f emulated) stop() { f.emu.Stop() }
 // newEmulated starts bootstraps/<fn>/bootstrap (fn is sweep or wake) under
 // the emulator with env and the function's timeout.
 func newEmulated(name, bootstraps string, env map[string]string, timeout time.Duration, logs io.Writer) (function, *rie.Emulator, error) {
+	// The emulator starts the bootstrap, and so its init, at the first
+	// invoke; the configuration is checked now, as in process, so a bad one
+	// fails Start with the same message rather than every invoke.
+	if _, err := config.Load(func(k string) string { return env[k] }); err != nil {
+		return nil, nil, fmt.Errorf("%s: invalid configuration: %w", name, err)
+	}
 	path, err := rie.Path()
 	if err != nil {
 		return nil, nil, err

@@ -69,16 +69,21 @@ func TestStart_SweepPartitionsAndShards(t *testing.T) {
 		params     map[string]string
 		shards     string
 		err        string
+		rie        bool
 	}{
 		{name: "raised", partitions: 6, shards: "6"},
 		{name: "kept above", partitions: 2, params: map[string]string{"Shards": "8"}, shards: "8"},
 		{name: "set below", partitions: 5, params: map[string]string{"Shards": "4"},
 			err: "OUTFLOW_SWEEP_PARTITIONS=5: must be in [1, OUTFLOW_SHARDS=4]: each partition sweeps shards of its own (raise OUTFLOW_SHARDS, producers too, or lower the partitions)"},
 		{name: "parameter below", params: map[string]string{"SweepPartitions": "5", "Shards": "4"}, err: "OUTFLOW_SWEEP_PARTITIONS=5"},
+		// The emulator would init the bootstrap at the first invoke; Start
+		// checks first (no bootstrap is needed to fail).
+		{name: "set below, emulated", rie: true, partitions: 5, params: map[string]string{"Shards": "4"}, err: "OUTFLOW_SWEEP_PARTITIONS=5: must be in [1, OUTFLOW_SHARDS=4]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, err := local.Start(context.Background(), local.Options{Template: template, SweepPartitions: tc.partitions, Params: tc.params})
+			r, err := local.Start(context.Background(), local.Options{Template: template, SweepPartitions: tc.partitions, Params: tc.params,
+				RIE: tc.rie, Bootstraps: t.TempDir()})
 			if tc.err != "" {
 				require.ErrorContains(t, err, "SweepFunction: invalid configuration: ")
 				require.ErrorContains(t, err, tc.err)
