@@ -49,7 +49,8 @@ func TestTemplate_SweepPartitionsAndRateReachTheSweep(t *testing.T) {
 }
 
 // TestTemplate_SweepPartitionsAboveShardsFailTheSweepsInit: CloudFormation
-// cannot compare two parameters, so the sweep refuses at init, naming both.
+// cannot compare two parameters, so the sweep refuses at init, naming both,
+// and the descriptions say what the template cannot check.
 func TestTemplate_SweepPartitionsAboveShardsFailTheSweepsInit(t *testing.T) {
 	t.Parallel()
 	_, err := sweepConfig(t, load(t, map[string]string{"SweepPartitions": "5", "Shards": "4"}))
@@ -62,6 +63,10 @@ func TestTemplate_SweepPartitionsAboveShardsFailTheSweepsInit(t *testing.T) {
 	for _, want := range []string{"Must not exceed Shards", "SweepReservedConcurrency", "60 s"} {
 		require.Contains(t, desc, want)
 	}
+	// A reservation below K makes partitions wait, and expire: both
+	// parameters say so.
+	reservation := strings.Join(strings.Fields(load(t, nil).Parameters["SweepReservedConcurrency"].Description), " ")
+	require.Contains(t, reservation, "With SweepPartitions above 1, reserve at least that many")
 }
 
 // invokeStatements splits a role's statements into those that grant a
