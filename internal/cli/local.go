@@ -28,6 +28,9 @@ func (a *app) localCommand() *cobra.Command {
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Endpoint, opts.Region = a.endpoint, a.region
+			if opts.SweepPartitions < 0 {
+				return usagef("--sweep-partitions %d: want 1 or more (0 keeps the template's)", opts.SweepPartitions)
+			}
 			opts.Params = map[string]string{}
 			for _, p := range params {
 				k, v, ok := strings.Cut(p, "=")
