@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,4 +99,21 @@ func TestLocal_CtrlCStopsEveryProcessItStarted(t *testing.T) {
 		require.Eventually(t, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }, 5*time.Second, 50*time.Millisecond,
 			"child %d is gone", pid)
 	}
+}
+
+// TestLocal_SweepPartitionsRunsTheDemoOnTwoPartitions is `make run
+// ARGS=--sweep-partitions=2`: the demo passes, the banner says how the
+// backstop is split, and the report counts sweeps of both partitions.
+func TestLocal_SweepPartitionsRunsTheDemoOnTwoPartitions(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "outflow")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	out, err = exec.Command(bin, "local", "--sweep-partitions", "2", "--template", "../../template.yaml").CombinedOutput()
+	require.NoError(t, err, string(out))
+	text := string(out)
+	require.Contains(t, text, "in-process functions, 2 sweep partitions over 4 shards")
+	require.Contains(t, text, "OK: every row was delivered or dead-lettered as staged")
+	line := regexp.MustCompile(`(?m)^sweeps by partition: 0/2: [1-9][0-9]*, 1/2: [1-9][0-9]*$`).FindString(text)
+	require.NotEmpty(t, line, "both partitions swept:\n%s", text)
 }

@@ -28,6 +28,9 @@ func (a *app) localCommand() *cobra.Command {
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Endpoint, opts.Region = a.endpoint, a.region
+			if opts.SweepPartitions < 0 {
+				return usagef("--sweep-partitions %d: want 1 or more (0 keeps the template's)", opts.SweepPartitions)
+			}
 			opts.Params = map[string]string{}
 			for _, p := range params {
 				k, v, ok := strings.Cut(p, "=")
@@ -50,6 +53,8 @@ func (a *app) localCommand() *cobra.Command {
 	f.StringVar(&opts.Template, "template", "template.yaml", "SAM template to provision from")
 	f.StringArrayVar(&params, "param", nil, "template parameter override Name=Value (repeatable)")
 	f.DurationVar(&opts.SweepEvery, "sweep-every", 2*time.Second, "local sweep schedule")
+	f.IntVar(&opts.SweepPartitions, "sweep-partitions", 0,
+		"sweeps side by side at each scheduled sweep (the template's SweepPartitions; 0 keeps it); raises Shards to match unless --param Shards= sets it")
 	f.BoolVar(&opts.RIE, "rie", false, "run the built bootstraps (make build) under the Lambda Runtime Interface Emulator")
 	f.StringVar(&opts.Bootstraps, "bootstraps", "bin/host", "directory of the built bootstraps, for --rie")
 	f.BoolVar(&keep, "keep", false, "keep everything running after the demo, until Ctrl-C")
@@ -69,7 +74,11 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 	if opts.RIE {
 		mode = "emulated (RIE)"
 	}
-	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %d queues, %s functions, ready in %s\n",
+	mode += " functions"
+	if r.Partitions > 1 {
+		mode += fmt.Sprintf(", %d sweep partitions over %s shards", r.Partitions, r.Stack.Env["SweepFunction"]["OUTFLOW_SHARDS"])
+	}
+	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %d queues, %s, ready in %s\n",
 		r.Endpoint, r.Stack.Table, len(r.Stack.QueueURLs), mode, time.Since(started).Round(time.Millisecond))
 
 	runCtx, stop := context.WithCancel(ctx)

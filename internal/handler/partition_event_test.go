@@ -18,9 +18,9 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// recordingInvoker records the partitions the fan-out starts; each call
+// scriptedInvoker records the partitions the fan-out starts; each call
 // waits delay (or until its context ends, when hang), or panics.
-type recordingInvoker struct {
+type scriptedInvoker struct {
 	mu    sync.Mutex
 	calls []outbox.Partition
 	delay time.Duration
@@ -28,7 +28,7 @@ type recordingInvoker struct {
 	panic bool
 }
 
-func (f *recordingInvoker) Invoke(ctx context.Context, p outbox.Partition) error {
+func (f *scriptedInvoker) Invoke(ctx context.Context, p outbox.Partition) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, p)
 	f.mu.Unlock()
@@ -43,7 +43,7 @@ func (f *recordingInvoker) Invoke(ctx context.Context, p outbox.Partition) error
 	return nil
 }
 
-func (f *recordingInvoker) invoked() []outbox.Partition {
+func (f *scriptedInvoker) invoked() []outbox.Partition {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]outbox.Partition(nil), f.calls...)
@@ -109,7 +109,7 @@ func TestSweep_RefusesAPartitionEventThatIsNotOneOfItsPartitions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rt := partitionRuntime(t, table, queue, map[string]string{"OUTFLOW_SHARDS": "4", "OUTFLOW_SWEEP_PARTITIONS": "2"})
-			inv := &recordingInvoker{}
+			inv := &scriptedInvoker{}
 			rt.Invoker = inv
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -131,11 +131,11 @@ func TestSweep_ASlowOrHungFanOutDoesNotStarvePartitionZero(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		inv  *recordingInvoker
+		inv  *scriptedInvoker
 	}{
-		{"fast invoker", &recordingInvoker{}},
-		{"invoker takes 1s", &recordingInvoker{delay: time.Second}},
-		{"invoker hangs", &recordingInvoker{hang: true}},
+		{"fast invoker", &scriptedInvoker{}},
+		{"invoker takes 1s", &scriptedInvoker{delay: time.Second}},
+		{"invoker hangs", &scriptedInvoker{hang: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,7 +177,7 @@ func TestSweep_SweepRateCountsFromTheInvocationsStart(t *testing.T) {
 	table, queue := awstest.NewTable(t), awstest.NewQueue(t, false)
 	rt := partitionRuntime(t, table, queue, map[string]string{"OUTFLOW_SHARDS": "2", "OUTFLOW_SWEEP_PARTITIONS": "2",
 		"OUTFLOW_DEADLINE_MARGIN": "1s", "OUTFLOW_SWEEP_RATE": "2500ms"})
-	rt.Invoker = &recordingInvoker{delay: 2 * time.Second}
+	rt.Invoker = &scriptedInvoker{delay: 2 * time.Second}
 	st, err := dynamo.New(awstest.DynamoDB(t), rt.Config.Store)
 	require.NoError(t, err)
 	key := keyOnShard(t, "p0", 0, 2)
@@ -226,7 +226,7 @@ func TestSweep_FanOutSurvivesAPanickingInvoker(t *testing.T) {
 	if os.Getenv("OUTFLOW_TEST_PANIC_CHILD") == "1" {
 		table, queue := awstest.NewTable(t), awstest.NewQueue(t, false)
 		rt := partitionRuntime(t, table, queue, map[string]string{"OUTFLOW_SHARDS": "2", "OUTFLOW_SWEEP_PARTITIONS": "2"})
-		rt.Invoker = &recordingInvoker{panic: true}
+		rt.Invoker = &scriptedInvoker{panic: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = handler.NewSweep(rt).Handle(ctx, nil)

@@ -68,10 +68,13 @@ type DemoReport struct {
 	DeadLettered int                     `json:"dead_lettered"`
 	// OrderedGroups counts the groups of ordered routes whose first
 	// arrivals were checked against staging order.
-	OrderedGroups int           `json:"ordered_groups"`
-	WakeP50       time.Duration `json:"wake_p50_ns"`
-	WakeP99       time.Duration `json:"wake_p99_ns"`
-	Elapsed       time.Duration `json:"elapsed_ns"`
+	OrderedGroups int `json:"ordered_groups"`
+	// Sweeps counts the finished sweeps by partition ("0/2", "1/2"; "" for
+	// an unpartitioned sweep).
+	Sweeps  map[string]int `json:"sweeps"`
+	WakeP50 time.Duration  `json:"wake_p50_ns"`
+	WakeP99 time.Duration  `json:"wake_p99_ns"`
+	Elapsed time.Duration  `json:"elapsed_ns"`
 	// Problems lists every way the outcome differs from what was staged;
 	// empty means the demo passed.
 	Problems []string `json:"problems"`
@@ -89,7 +92,7 @@ type Demo struct {
 	arrivals int
 	// groups holds each ordered group's keys in staging order.
 	groups map[string][]string
-	sweeps int
+	sweeps map[string]int
 }
 
 type stagedRow struct {
@@ -110,7 +113,7 @@ type received struct {
 // parameters (unless opts already sets them), its broken route, and hooks
 // that record what the consumers receive.
 func NewDemo(opts Options) (Options, *Demo) {
-	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}, groups: map[string][]string{}}
+	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}, groups: map[string][]string{}, sweeps: map[string]int{}}
 	if opts.Params == nil {
 		opts.Params = map[string]string{}
 	}
@@ -130,9 +133,9 @@ func NewDemo(opts Options) (Options, *Demo) {
 		d.received[key] = append(d.received[key], received{queue: queue, attempt: attempt, at: at, n: d.arrivals})
 		d.mu.Unlock()
 	}
-	opts.OnSweep = func(telemetry.Summary) {
+	opts.OnSweep = func(s telemetry.Summary) {
 		d.mu.Lock()
-		d.sweeps++
+		d.sweeps[s.Partition]++
 		d.mu.Unlock()
 	}
 	return opts, d
@@ -244,13 +247,17 @@ func (d *Demo) deliveredCount() int {
 func (d *Demo) sweepCount() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.sweeps
+	n := 0
+	for _, c := range d.sweeps {
+		n += c
+	}
+	return n
 }
 
 func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rep := DemoReport{Queues: map[string]*QueueReport{}, Staged: len(d.staged), Elapsed: elapsed}
+	rep := DemoReport{Queues: map[string]*QueueReport{}, Staged: len(d.staged), Elapsed: elapsed, Sweeps: maps.Clone(d.sweeps)}
 	q := func(name string) *QueueReport {
 		if rep.Queues[name] == nil {
 			rep.Queues[name] = &QueueReport{}
@@ -350,6 +357,13 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 	fmt.Fprintf(w, "duplicates: %d   elapsed: %s\n", rep.Duplicates, rep.Elapsed.Round(100*time.Millisecond))
 	if rep.OrderedGroups > 0 {
 		fmt.Fprintf(w, "ordered groups: %d, first arrivals checked against staging order\n", rep.OrderedGroups)
+	}
+	if parts := slices.Sorted(maps.Keys(rep.Sweeps)); len(parts) > 1 || (len(parts) == 1 && parts[0] != "") {
+		var counts []string
+		for _, p := range parts {
+			counts = append(counts, fmt.Sprintf("%s: %d", p, rep.Sweeps[p]))
+		}
+		fmt.Fprintf(w, "sweeps by partition: %s\n", strings.Join(counts, ", "))
 	}
 	fmt.Fprintf(w, "\ninspect the dead letters (with --keep, while it runs):\n")
 	base := fmt.Sprintf("outflow --endpoint %s --table %s", endpoint, table)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/handler"
 	"github.com/outflowhq/outflow/internal/rie"
 )
@@ -40,11 +41,16 @@ func (f inProcess) invoke(ctx context.Context, payload []byte) ([]byte, error) {
 
 func (inProcess) stop() {}
 
-// newInProcess builds the named function's runtime from its environment.
-func newInProcess(name string, awsCfg aws.Config, env map[string]string, timeout time.Duration, logs io.Writer) (function, error) {
+// newInProcess builds the named function's runtime from its environment;
+// inv, if not nil, is the sweep's Invoker for its partitions (in Lambda,
+// Setup builds one from AWS_LAMBDA_FUNCTION_NAME).
+func newInProcess(name string, awsCfg aws.Config, env map[string]string, timeout time.Duration, logs io.Writer, inv handler.Invoker) (function, error) {
 	rt, err := handler.Setup(awsCfg, func(k string) string { return env[k] }, logs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if inv != nil {
+		rt.Invoker = inv
 	}
 	f := inProcess{timeout: timeout}
 	switch name {
@@ -78,6 +84,12 @@ func (f emulated) stop() { f.emu.Stop() }
 // newEmulated starts bootstraps/<fn>/bootstrap (fn is sweep or wake) under
 // the emulator with env and the function's timeout.
 func newEmulated(name, bootstraps string, env map[string]string, timeout time.Duration, logs io.Writer) (function, *rie.Emulator, error) {
+	// The emulator starts the bootstrap, and so its init, at the first
+	// invoke; the configuration is checked now, as in process, so a bad one
+	// fails Start with the same message rather than every invoke.
+	if _, err := config.Load(func(k string) string { return env[k] }); err != nil {
+		return nil, nil, fmt.Errorf("%s: invalid configuration: %w", name, err)
+	}
 	path, err := rie.Path()
 	if err != nil {
 		return nil, nil, err

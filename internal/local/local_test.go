@@ -112,17 +112,25 @@ func TestWakeFeed_SeesExactlyThePendingInsertsTheTemplateFilterMatches(t *testin
 
 func TestClose_LeavesNoChildProcess(t *testing.T) {
 	t.Parallel()
-	for _, rie := range []bool{false, true} {
-		t.Run(fmt.Sprintf("rie=%v", rie), func(t *testing.T) {
+	for _, tc := range []struct {
+		rie        bool
+		partitions int
+		pids       int
+	}{
+		{false, 0, 1}, {true, 0, 3},
+		// One more emulator per sweep partition beyond the first.
+		{true, 3, 5},
+	} {
+		t.Run(fmt.Sprintf("rie=%v,partitions=%d", tc.rie, tc.partitions), func(t *testing.T) {
 			t.Parallel()
-			opts := local.Options{Template: template, RIE: rie, Bootstraps: t.TempDir()}
-			if rie {
+			opts := local.Options{Template: template, RIE: tc.rie, Bootstraps: t.TempDir(), SweepPartitions: tc.partitions}
+			if tc.rie {
 				opts.Bootstraps = buildBootstraps(t)
 			}
 			r, err := local.Start(context.Background(), opts)
 			require.NoError(t, err)
 			pids := r.Pids()
-			require.Len(t, pids, map[bool]int{false: 1, true: 3}[rie], "moto, and the emulators")
+			require.Len(t, pids, tc.pids, "moto, and the emulators")
 			for _, pid := range pids {
 				require.NoError(t, syscall.Kill(-pid, 0), "process group %d is alive", pid)
 			}

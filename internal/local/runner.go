@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/eventfilter"
+	"github.com/outflowhq/outflow/internal/handler"
 	"github.com/outflowhq/outflow/internal/moto"
 	"github.com/outflowhq/outflow/internal/rie"
 	"github.com/outflowhq/outflow/internal/stack"
@@ -46,6 +50,10 @@ type Options struct {
 	ExtraRoutes string
 	// SweepEvery is the local schedule; zero means every 2 seconds.
 	SweepEvery time.Duration
+	// SweepPartitions, if above zero, sets the template's SweepPartitions:
+	// each scheduled sweep fans out to that many partitions. Shards is
+	// raised to it when Params leaves Shards at a lower default.
+	SweepPartitions int
 	// RIE runs the bootstraps in Bootstraps under the emulator instead of
 	// calling the handlers in process.
 	RIE        bool
@@ -67,12 +75,22 @@ type Runner struct {
 	Template *stack.Template
 	AWS      aws.Config
 
-	moto     *moto.Server
-	sweep    function
-	wake     function
-	patterns []eventfilter.Pattern
-	batch    int
-	poller   *streams.Poller
+	// Partitions is how many sweeps run at each scheduled sweep
+	// (OUTFLOW_SWEEP_PARTITIONS).
+	Partitions int
+
+	moto  *moto.Server
+	sweep function
+	wake  function
+	// async queues the scheduled sweep's invokes of the other partitions;
+	// partitions are the sweep instances that run them (nil with one
+	// partition), and invokeAPI serves the emulated bootstraps' invokes.
+	async      *asyncQueue
+	partitions []function
+	invokeAPI  *http.Server
+	patterns   []eventfilter.Pattern
+	batch      int
+	poller     *streams.Poller
 	// pids lists every child process the runner started.
 	pids []int
 }
@@ -90,12 +108,14 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		opts.Region = "us-east-1"
 	}
 	r = &Runner{opts: opts, Endpoint: opts.Endpoint}
+	// Every failure returns a nil runner: stop what this one started.
+	started := r
 	defer func() {
 		if err != nil {
-			r.Close()
+			started.Close()
 		}
 	}()
-	if r.Template, err = stack.Load(opts.Template, opts.Params); err != nil {
+	if r.Template, err = loadTemplate(opts); err != nil {
 		return nil, err
 	}
 	if r.Endpoint == "" {
@@ -131,22 +151,35 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 			env["AWS_LAMBDA_LOG_LEVEL"] = level
 		}
 		timeout := time.Duration(f.Timeout) * time.Second
-		var fn function
-		if opts.RIE {
-			var emu *rie.Emulator
-			if fn, emu, err = newEmulated(name, opts.Bootstraps, env, timeout, opts.Logs); err == nil {
-				r.pids = append(r.pids, emu.Pid())
-			}
-		} else {
-			fn, err = newInProcess(name, r.AWS, env, timeout, opts.Logs)
-		}
-		if err != nil {
-			return nil, err
-		}
+		instances := 1
 		if name == "SweepFunction" {
-			r.sweep = fn
-		} else {
-			r.wake = fn
+			if instances, err = r.fanOut(f, env, prefix); err != nil {
+				return nil, err
+			}
+		}
+		// Instance 0 is the function the schedule or the stream invokes;
+		// the sweep's others run the partitions' asynchronous invokes.
+		for i := range instances {
+			var fn function
+			if opts.RIE {
+				var emu *rie.Emulator
+				if fn, emu, err = newEmulated(name, opts.Bootstraps, env, timeout, opts.Logs); err == nil {
+					r.pids = append(r.pids, emu.Pid())
+				}
+			} else {
+				fn, err = newInProcess(name, r.AWS, env, timeout, opts.Logs, r.invoker())
+			}
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case name == "WakeFunction":
+				r.wake = fn
+			case i == 0:
+				r.sweep = fn
+			default:
+				r.partitions = append(r.partitions, fn)
+			}
 		}
 	}
 	if err := r.wakeMapping(); err != nil {
@@ -159,6 +192,71 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// loadTemplate resolves the template with opts.Params and, when
+// opts.SweepPartitions is set, SweepPartitions, with Shards raised to
+// match unless Params sets it.
+func loadTemplate(opts Options) (*stack.Template, error) {
+	params := maps.Clone(opts.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	if opts.SweepPartitions > 0 {
+		params["SweepPartitions"] = strconv.Itoa(opts.SweepPartitions)
+	}
+	tpl, err := stack.Load(opts.Template, params)
+	if err != nil || opts.SweepPartitions == 0 {
+		return tpl, err
+	}
+	if _, set := params["Shards"]; set {
+		return tpl, nil // the operator's own: a count above it fails the sweep's init, as deployed
+	}
+	if shards, err := strconv.Atoi(fmt.Sprint(tpl.Parameters["Shards"].Value)); err == nil && shards < opts.SweepPartitions {
+		params["Shards"] = strconv.Itoa(opts.SweepPartitions)
+		return stack.Load(opts.Template, params)
+	}
+	return tpl, nil
+}
+
+// fanOut prepares the sweep's partitions from its environment: with
+// OUTFLOW_SWEEP_PARTITIONS k above 1, the queue its invokes go to and,
+// under the emulator, the local Invoke API the bootstrap's Lambda client
+// calls (AWS_ENDPOINT_URL_LAMBDA) under the function name it invokes. It
+// returns how many sweep instances to start: one for the schedule and one
+// per other partition, as one emulator runs one invocation at a time.
+func (r *Runner) fanOut(f stack.Function, env map[string]string, prefix string) (int, error) {
+	k, err := strconv.Atoi(env["OUTFLOW_SWEEP_PARTITIONS"])
+	r.Partitions = max(1, k)
+	if err != nil || k <= 1 {
+		return 1, nil // an invalid count fails the function's own init
+	}
+	var maxAge time.Duration
+	if age := f.EventInvokeConfig.MaximumEventAgeInSeconds; age != nil {
+		maxAge = time.Duration(*age) * time.Second
+	}
+	r.async = newAsyncQueue(prefix+"-sweep", 4*k, maxAge)
+	if r.opts.RIE {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("local invoke API: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(invokePath, r.async)
+		r.invokeAPI = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = r.invokeAPI.Serve(ln) }()
+		env["AWS_ENDPOINT_URL_LAMBDA"] = "http://" + ln.Addr().String()
+		env["AWS_LAMBDA_FUNCTION_NAME"] = r.async.function
+	}
+	return k, nil
+}
+
+// invoker is the in-process sweep's Invoker: the async queue, or none.
+func (r *Runner) invoker() handler.Invoker {
+	if r.async == nil {
+		return nil
+	}
+	return r.async
 }
 
 // wakeMapping reads the wake's stream mapping: its filters and batch size.
@@ -189,8 +287,11 @@ func (r *Runner) Pids() []int { return r.pids }
 // ends. It returns the first error that stops a loop, or nil.
 func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
+	errs := make(chan error, 8+len(r.partitions))
 	wg.Go(func() { errs <- r.sweepLoop(ctx) })
+	for _, fn := range r.partitions {
+		wg.Go(func() { errs <- r.partitionLoop(ctx, fn) })
+	}
 	wg.Go(func() { errs <- r.wakeLoop(ctx) })
 	routes, err := delivery.ParseRoutes(r.Stack.Env["SweepFunction"]["OUTFLOW_ROUTES"])
 	if err != nil {
@@ -225,18 +326,41 @@ func (r *Runner) sweepLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		out, err := r.sweep.invoke(ctx, []byte(schedulerEvent))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		r.runSweep(ctx, r.sweep, []byte(schedulerEvent))
+	}
+}
+
+// partitionLoop runs the partitions' queued invokes on fn, one at a time,
+// as one Lambda instance does, and drops those older than the
+// function's MaximumEventAgeInSeconds unrun, as Lambda does: the next
+// scheduled sweep starts the partition again.
+func (r *Runner) partitionLoop(ctx context.Context, fn function) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-r.async.events:
+			if age := time.Since(ev.queued); r.async.maxAge > 0 && age > r.async.maxAge {
+				fmt.Fprintf(r.opts.Logs, "local: sweep event %s dropped unrun after %s in the queue\n", ev.payload, age.Round(time.Millisecond))
+				continue
 			}
-			fmt.Fprintf(r.opts.Logs, "local: sweep invocation failed: %v\n", err)
-			continue
+			r.runSweep(ctx, fn, ev.payload)
 		}
-		var s telemetry.Summary
-		if err := json.Unmarshal(out, &s); err == nil && r.opts.OnSweep != nil {
-			r.opts.OnSweep(s)
+	}
+}
+
+// runSweep invokes a sweep with payload and hands its summary to OnSweep.
+func (r *Runner) runSweep(ctx context.Context, fn function, payload []byte) {
+	out, err := fn.invoke(ctx, payload)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(r.opts.Logs, "local: sweep invocation %s failed: %v\n", payload, err)
 		}
+		return
+	}
+	var s telemetry.Summary
+	if err := json.Unmarshal(out, &s); err == nil && r.opts.OnSweep != nil {
+		r.opts.OnSweep(s)
 	}
 }
 
@@ -330,12 +454,16 @@ func (r *Runner) consume(ctx context.Context, name, url string) error {
 	return nil
 }
 
-// Close stops the emulators and the moto server the runner started.
+// Close stops the emulators, the local Invoke API and the moto server the
+// runner started.
 func (r *Runner) Close() {
-	for _, f := range []function{r.sweep, r.wake} {
+	for _, f := range append([]function{r.sweep, r.wake}, r.partitions...) {
 		if f != nil {
 			f.stop()
 		}
+	}
+	if r.invokeAPI != nil {
+		_ = r.invokeAPI.Close()
 	}
 	if r.moto != nil {
 		r.moto.Stop()

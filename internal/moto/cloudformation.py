@@ -5,7 +5,8 @@ or AWS::Lambda::EventInvokeConfig (a stack naming them fails, or skips
 them), names a FIFO queue without QueueName without the ".fifo" suffix
 CloudFormation gives it (so SQS refuses it), drops a function's
 Architectures (LoggingConfig it does not keep at all), and a table's TTL,
-point in time recovery and encryption. Each resource below is created through the
+point in time recovery and encryption, and keeps a role's inline policies
+as Python dicts (GetRolePolicy returns their repr). Each resource below is created through the
 same moto backend call the service's API makes, with CloudFormation's
 property names (the APIs' own), so the deployed stack can be read back
 through the real APIs: DescribeAlarms, GetSchedule,
@@ -267,14 +268,34 @@ def _full_tables(create):
     return classmethod(created)
 
 
+def _json_role_policies(create):
+    """moto's CloudFormation keeps a role's inline policy documents as the
+    parsed template's dicts, and GetRolePolicy then returns their Python
+    repr. CloudFormation sends each as JSON, as PutRolePolicy does, and
+    keeps it so, as moto's own AWS::IAM::Policy does."""
+
+    def created(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        import json
+
+        role = create(resource_name, cloudformation_json, account_id, region_name, **kwargs)
+        for name, doc in list(role.policies.items()):
+            if isinstance(doc, dict):
+                role.policies[name] = json.dumps(doc)
+        return role
+
+    return classmethod(created)
+
+
 def _install_cloudformation_fixes():
     from moto.awslambda.models import LambdaFunction
+    from moto.iam.models import Role
     from moto.dynamodb.models.table import Table
     from moto.sqs.models import Queue
 
     Queue.create_from_cloudformation_json = _fifo_names(Queue.create_from_cloudformation_json)
     LambdaFunction.create_from_cloudformation_json = _full_functions(LambdaFunction.create_from_cloudformation_json)
     Table.create_from_cloudformation_json = _full_tables(Table.create_from_cloudformation_json)
+    Role.create_from_cloudformation_json = _json_role_policies(Role.create_from_cloudformation_json)
 
 
 _install_cloudformation_fixes()

@@ -47,6 +47,8 @@ var deployParameters = map[string]string{
 	"IteratorAgeAlarmThresholdMs": "30000",
 	"NoSweepAlarmPeriodSeconds":   "600",
 	"BlockedGroupAlarmMinutes":    "20",
+	// Partitioned: the sweep's role may invoke the sweep.
+	"SweepPartitions": "3",
 }
 
 // wiredTo names, for a resource's settings, the parameter each comes from,
@@ -279,6 +281,7 @@ func TestDeployedStack_IsWhatTheTemplateSays(t *testing.T) {
 	t.Run("functions", d.checkFunctions)
 	t.Run("stream mapping", d.checkMapping)
 	t.Run("schedule", d.checkSchedule)
+	t.Run("sweep partitions", d.checkSweepPartitions)
 	t.Run("alarms", d.checkAlarms)
 	t.Run("dashboard", d.checkDashboard)
 	t.Run("every wired setting was checked", func(t *testing.T) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/stretchr/testify/require"
@@ -197,4 +199,43 @@ func (d *deployment) checkSchedule(t *testing.T) {
 	require.NotNil(t, got.Target.RetryPolicy)
 	require.Equal(t, want.Target.RetryPolicy.MaximumRetryAttempts, int(aws.ToInt32(got.Target.RetryPolicy.MaximumRetryAttempts)))
 	require.Equal(t, want.Target.RetryPolicy.MaximumEventAgeInSeconds, int(aws.ToInt32(got.Target.RetryPolicy.MaximumEventAgeInSeconds)))
+}
+
+// checkSweepPartitions reads the partitioned sweep back: its environment
+// carries the partitions and the schedule's rate, and its role's inline
+// policies (through IAM) hold exactly one Lambda grant, InvokeFunction on
+// the deployed sweep's ARN; the wake's role holds none.
+func (d *deployment) checkSweepPartitions(t *testing.T) {
+	ctx := context.Background()
+	out, err := lambda.NewFromConfig(d.cfg).GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(d.ids["SweepFunction"])})
+	require.NoError(t, err)
+	env := out.Configuration.Environment.Variables
+	require.Equal(t, deployParameters["SweepPartitions"], env["OUTFLOW_SWEEP_PARTITIONS"])
+	require.Equal(t, deployParameters["SweepRate"], env["OUTFLOW_SWEEP_RATE"])
+
+	require.Contains(t, d.ids, "SweepInvokePolicy", "the partitioned stack has the invoke policy")
+	client := iam.NewFromConfig(d.cfg)
+	grants := map[string][]statement{}
+	for _, role := range []string{"SweepRole", "WakeRole"} {
+		names, err := client.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(d.ids[role])})
+		require.NoError(t, err, role)
+		require.NotEmpty(t, names.PolicyNames, role)
+		for _, name := range names.PolicyNames {
+			p, err := client.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(d.ids[role]), PolicyName: aws.String(name)})
+			require.NoError(t, err, "%s %s", role, name)
+			// IAM returns the document URL-encoded (moto: as JSON).
+			doc, err := url.QueryUnescape(aws.ToString(p.PolicyDocument))
+			require.NoError(t, err, "%s %s", role, name)
+			var parsed struct{ Statement []map[string]any }
+			require.NoError(t, json.Unmarshal([]byte(doc), &parsed), "%s %s: %s", role, name, doc)
+			for _, s := range parsed.Statement {
+				st := statement{Effect: fmt.Sprint(s["Effect"]), Action: list(s["Action"]), Resource: list(s["Resource"])}
+				if granted, _ := invokeStatements([]statement{st}); len(granted) > 0 {
+					grants[role] = append(grants[role], st)
+				}
+			}
+		}
+	}
+	require.Equal(t, []statement{{Effect: "Allow", Action: []string{"lambda:InvokeFunction"}, Resource: []string{d.values["SweepFunction.Arn"]}}}, grants["SweepRole"])
+	require.Empty(t, grants["WakeRole"])
 }

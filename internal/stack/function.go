@@ -21,7 +21,9 @@ type Function struct {
 	Role                         string
 	Environment                  struct{ Variables map[string]string }
 	LoggingConfig                struct{ LogFormat, ApplicationLogLevel, LogGroup string }
-	Events                       map[string]Event
+	// EventInvokeConfig governs the function's asynchronous invokes.
+	EventInvokeConfig struct{ MaximumRetryAttempts, MaximumEventAgeInSeconds *int }
+	Events            map[string]Event
 }
 
 // Event is one event source of a function. Properties are kept raw; the

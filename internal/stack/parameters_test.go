@@ -149,8 +149,10 @@ func TestTemplate_EveryValueAParameterAllowsTheCodeAccepts(t *testing.T) {
 // CloudFormation cannot compare them: the backoff base may not exceed the
 // largest delay, and the lease must outlast both timeouts, each of which
 // must exceed the deadline margin. So a timeout is tried with the longest
-// lease and the smallest margin, the lease with the shortest timeouts, and
-// so on; every other parameter keeps its default.
+// lease and the smallest margin, the margin with the slowest schedule, the
+// lease with the shortest timeouts, and
+// so on, and the most sweep partitions with the most shards; every other
+// parameter keeps its default.
 func companions(tpl *stack.Template, name string) map[string]string {
 	bound := func(p string, max bool) string {
 		v := tpl.Parameters[p].MinValue
@@ -160,6 +162,9 @@ func companions(tpl *stack.Template, name string) map[string]string {
 		return strconv.FormatFloat(*v, 'f', -1, 64)
 	}
 	switch name {
+	case "SweepPartitions":
+		// Each partition sweeps shards of its own: K <= Shards.
+		return map[string]string{"Shards": bound("Shards", true)}
 	case "BackoffBaseSeconds":
 		return map[string]string{"BackoffMaxSeconds": bound("BackoffMaxSeconds", true)}
 	case "SweepTimeoutSeconds", "WakeTimeoutSeconds":
@@ -168,8 +173,9 @@ func companions(tpl *stack.Template, name string) map[string]string {
 		return map[string]string{"SweepTimeoutSeconds": bound("SweepTimeoutSeconds", false), "WakeTimeoutSeconds": bound("WakeTimeoutSeconds", false),
 			"DeadlineMarginSeconds": bound("DeadlineMarginSeconds", false)}
 	case "DeadlineMarginSeconds":
+		// The sweep also stops the margin before the next scheduled sweep.
 		return map[string]string{"SweepTimeoutSeconds": bound("SweepTimeoutSeconds", true), "WakeTimeoutSeconds": bound("WakeTimeoutSeconds", true),
-			"LeaseSeconds": bound("LeaseSeconds", true)}
+			"LeaseSeconds": bound("LeaseSeconds", true), "SweepRate": "rate(5 minutes)"}
 	}
 	return map[string]string{}
 }

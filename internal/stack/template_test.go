@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,12 +280,21 @@ func TestTemplate_QueuesAreEncryptedWithTheirOwnDLQ(t *testing.T) {
 	require.Positive(t, standard)
 }
 
+// sweepOnly are the variables only the sweep reads: how many partitions
+// the scheduled sweep fans out to, and the schedule's period. The wake's
+// environment leaves them out.
+var sweepOnly = []string{"OUTFLOW_SWEEP_PARTITIONS", "OUTFLOW_SWEEP_RATE"}
+
 func TestTemplate_EveryVariableTheCodeReadsIsSetFromTheTemplate(t *testing.T) {
 	t.Parallel()
 	tpl := load(t, nil)
 	for _, name := range functions {
 		vars := function(t, tpl, name).Environment.Variables
 		for _, v := range config.Vars {
+			if name != "SweepFunction" && slices.Contains(sweepOnly, v.Name) {
+				require.NotContains(t, vars, v.Name, "only the sweep reads %s", v.Name)
+				continue
+			}
 			require.Contains(t, vars, v.Name, "%s must set %s", name, v.Name)
 		}
 		for k := range vars {
@@ -302,8 +312,9 @@ func TestTemplate_EveryVariableTheCodeReadsIsSetFromTheTemplate(t *testing.T) {
 		fromTemplate, err := config.Load(func(k string) string { return env[k] })
 		require.NoError(t, err, name)
 		defaults, err := config.Load(func(k string) string {
-			// The function timeout is each function's own, with no code default.
-			if k == "OUTFLOW_TABLE" || k == "OUTFLOW_ROUTES" || k == "OUTFLOW_FUNCTION_TIMEOUT" {
+			// The function timeout is each function's own and the sweep
+			// rate the schedule's, with no code default.
+			if k == "OUTFLOW_TABLE" || k == "OUTFLOW_ROUTES" || k == "OUTFLOW_FUNCTION_TIMEOUT" || k == "OUTFLOW_SWEEP_RATE" {
 				return env[k]
 			}
 			return ""
