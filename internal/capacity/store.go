@@ -79,11 +79,11 @@ type bucket struct {
 
 // storeStats count what the store saw.
 type storeStats struct {
-	Calls        map[string]int64
-	Throttles    int64 // throttled attempts
-	Surfaced     int64 // requests that failed after the SDK's retries
-	ReClaims     int64 // claims of a row claimed before (a retry, a release or a lapsed lease)
-	Staged       int64
+	Calls          map[string]int64
+	Throttles      int64 // throttled attempts
+	Surfaced       int64 // requests that failed after the SDK's retries
+	ReClaims       int64 // claims of a row claimed before (a retry, a release or a lapsed lease)
+	Staged         int64
 	StageThrottles int64
 }
 
