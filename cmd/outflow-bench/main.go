@@ -45,9 +45,11 @@ func main() {
 	hotRows := flag.Int("hot-rows", 1000, "rows of the one hot group, under the latency fakes")
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
 	only := flag.String("only", "", "run one part alone: capacity (writes capacity.md)")
+	capFrom := flag.String("capacity-report", "", "render capacity.md from this saved model report instead of running the model")
+	capKeep := flag.String("capacity-save", "", "save the capacity model's report (JSON) in this file")
 	flag.Parse()
 	if *only == "capacity" {
-		if _, err := capacityModel(*out); err != nil {
+		if _, err := capacityModel(*out, *capFrom, *capKeep); err != nil {
 			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 			os.Exit(1)
 		}
@@ -207,7 +209,7 @@ func run(out string, n sizes) error {
 	goal(goalMisordered, "0", strconv.FormatInt(misordered, 10), misordered == 0)
 	hotLinks := groupRuns[0].ordered.PerRow("Link")
 	goal(goalHotLinks, "≤ 2", fmt.Sprintf("%.2f (%d rows)", hotLinks, groupRuns[0].rows), hotLinks <= 2)
-	capRep, err := capacityModel(out)
+	capRep, err := capacityModel(out, "", "")
 	if err != nil {
 		return err
 	}

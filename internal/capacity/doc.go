@@ -5,6 +5,6 @@
 // and Lambda's schedule, timeout and concurrency modeled, so a million-row
 // backlog drains in seconds of CPU. The scenarios are in this package's
 // non-test files; TestCapacityModel runs them when asked (see
-// capacity_test.go) and writes a Report as JSON, which cmd/outflow-bench
+// model_test.go) and writes a Report as JSON, which cmd/outflow-bench
 // renders as docs/capacity.md.
 package capacity

@@ -1,11 +1,11 @@
 package capacity
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,8 +28,17 @@ func TestCapacityModel(t *testing.T) {
 		t.Skip("runs when asked: go test ./internal/capacity -run TestCapacityModel -args -out FILE")
 	}
 	rates := []float64{100, 500, 1000, 5000, 10000}
-	rep, err := Model(context.Background(), *modelRows, rates, 20*time.Second, 0.7,
-		func(f func()) { synctest.Test(t, func(*testing.T) { f() }) },
+	rep, err := Model(*modelRows, rates, 20*time.Second, 0.7,
+		func(jobs []func()) {
+			t.Run("jobs", func(t *testing.T) {
+				for i, job := range jobs {
+					t.Run(strconv.Itoa(i), func(t *testing.T) {
+						t.Parallel()
+						synctest.Test(t, func(*testing.T) { job() })
+					})
+				}
+			})
+		},
 		func(format string, args ...any) { fmt.Fprintf(os.Stderr, "capacity: "+format+"\n", args...) })
 	require.NoError(t, err)
 	b, err := json.MarshalIndent(rep, "", "  ")

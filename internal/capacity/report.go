@@ -1,7 +1,7 @@
 package capacity
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -97,10 +97,11 @@ func SweepFor(rate float64, shards int, l Lambda, budget, concurrency, perShard 
 // backlog of rows drained by k = 1, 4 and 16 sweep partitions and the
 // variations that show their limits, the wake's rate over full batches,
 // and, for each staging rate, the smallest shard count by simulation and
-// the sweep settings checked by a backstop drain. run runs one scenario in
-// a fresh synctest bubble; progress reports each step.
-func Model(ctx context.Context, rows int, rates []float64, steady time.Duration, headroom float64,
-	run func(func()), progress func(string, ...any)) (Report, error) {
+// the sweep settings checked by a backstop drain. parallel runs each job
+// in a synctest bubble of its own, as many at once as it likes; progress
+// reports each step.
+func Model(rows int, rates []float64, steady time.Duration, headroom float64,
+	parallel func(jobs []func()), progress func(string, ...any)) (Report, error) {
 	started := time.Now()
 	base := DefaultSetup(1)
 	rep := Report{
@@ -111,93 +112,100 @@ func Model(ctx context.Context, rows int, rates []float64, steady time.Duration,
 		Concurrency: base.Policy.Concurrency, PageSize: base.Policy.PageSize, WakeBatchSize: base.Lambda.WakeBatchSize,
 		Headroom: headroom, SteadySeconds: steady.Seconds(),
 	}
-	var err error
-	drain := func(name string, s Setup) {
-		if err != nil || ctx.Err() != nil {
-			return
-		}
-		progress("drain %s: %d rows, %d partitions over %d shards", name, rows, s.Partitions, s.Shards)
-		var res DrainResult
-		run(func() { res, err = Drain(s, rows, 10000) })
-		res.Calls = nil
-		rep.Drains = append(rep.Drains, DrainCase{Name: name, DrainResult: res})
+	type named struct {
+		name string
+		s    Setup
 	}
+	var cases []named
 	for _, k := range []int{1, 4, 16} {
-		drain(fmt.Sprintf("k=%d", k), DefaultSetup(k))
+		cases = append(cases, named{fmt.Sprintf("k=%d", k), DefaultSetup(k)})
 	}
 	s := DefaultSetup(16)
 	s.Shards = 64
-	drain("k=16, 64 shards", s)
+	cases = append(cases, named{"k=16, 64 shards", s})
 	s = DefaultSetup(16)
 	s.Policy.Concurrency = 4
-	drain("k=16, concurrency 4", s)
+	cases = append(cases, named{"k=16, concurrency 4", s})
 	s = DefaultSetup(16)
 	s.Shards, s.Policy.RowBudget = 64, 100000
-	drain("k=16, 64 shards, budget 100,000", s)
+	cases = append(cases, named{"k=16, 64 shards, budget 100,000", s})
 	s = DefaultSetup(16)
 	s.Lambda.SweepConcurrency = 4
-	drain("k=16, sweep concurrency 4", s)
-	if err != nil {
-		return rep, err
-	}
+	cases = append(cases, named{"k=16, sweep concurrency 4", s})
 
-	progress("wake: full batches of %d", base.Lambda.WakeBatchSize)
-	run(func() { rep.WakeRowsPerS, rep.WakeBatchSeconds, err = WakeBatches(base, base.Lambda.WakeBatchSize, 50) })
-	if err != nil {
-		return rep, err
-	}
-
-	for _, rate := range rates {
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
-		}
-		sz := Sizing{Rate: rate, Formula: ShardFormula(rate, base.Limits.ShardCeiling, headroom)}
-		fits := map[int]bool{}
-		try := func(shards int) bool {
-			if ok, seen := fits[shards]; seen {
-				return ok
-			}
-			s := DefaultSetup(1)
-			s.Shards = shards
-			progress("steady: %.0f rows/s on %d shards", rate, shards)
-			var res SteadyResult
-			run(func() { res, err = Steady(s, rate, steady, StreamShards(rate)) })
+	rep.Drains = make([]DrainCase, len(cases))
+	rep.Sizing = make([]Sizing, len(rates))
+	errs := make([]error, len(cases)+1+len(rates))
+	var jobs []func()
+	for i, c := range cases {
+		jobs = append(jobs, func() {
+			progress("drain %s: %d rows, %d partitions over %d shards", c.name, rows, c.s.Partitions, c.s.Shards)
+			res, err := Drain(c.s, rows, 10000)
 			res.Calls = nil
-			sz.Tried = append(sz.Tried, res)
-			ok := err == nil && res.Throttles == 0 && res.StageThrottles == 0 && float64(res.PeakShardWCU) <= headroom*base.Limits.ShardCeiling
-			fits[shards] = ok
+			rep.Drains[i], errs[i] = DrainCase{Name: c.name, DrainResult: res}, err
+		})
+	}
+	jobs = append(jobs, func() {
+		progress("wake: full batches of %d", base.Lambda.WakeBatchSize)
+		rep.WakeRowsPerS, rep.WakeBatchSeconds, errs[len(cases)] = WakeBatches(base, base.Lambda.WakeBatchSize, 50)
+	})
+	for i, rate := range rates {
+		jobs = append(jobs, func() {
+			rep.Sizing[i], errs[len(cases)+1+i] = size(rate, steady, headroom, progress)
+		})
+	}
+	parallel(jobs)
+	rep.RealSeconds = time.Since(started).Seconds()
+	return rep, errors.Join(errs...)
+}
+
+// size finds the smallest shard count for rate by steady runs, searching
+// from the formula's, and checks the sweep settings for it with a
+// backstop drain. It must run inside a synctest bubble.
+func size(rate float64, steady time.Duration, headroom float64, progress func(string, ...any)) (Sizing, error) {
+	base := DefaultSetup(1)
+	sz := Sizing{Rate: rate, Formula: ShardFormula(rate, base.Limits.ShardCeiling, headroom)}
+	var err error
+	fits := map[int]bool{}
+	try := func(shards int) bool {
+		if ok, seen := fits[shards]; seen {
 			return ok
 		}
-		n := sz.Formula
-		if try(n) {
-			for n > 1 && try(n-1) {
-				n--
-			}
-		} else {
-			n++
-			for err == nil && !try(n) {
-				n++
-			}
-		}
-		if err != nil {
-			return rep, err
-		}
-		sz.Shards = n
-		sz.Partitions, sz.RowBudget, sz.Concurrency = SweepFor(rate, n, base.Lambda, base.Policy.RowBudget, base.Policy.Concurrency, 4)
-		sz.PF = 1
-		bs := DefaultSetup(sz.Partitions)
-		bs.Shards, bs.Policy.RowBudget, bs.Policy.Concurrency = n, sz.RowBudget, sz.Concurrency
-		backlog := int(rate * base.Lambda.SweepRate.Seconds())
-		progress("backstop: %d rows, %d partitions over %d shards, budget %d, concurrency %d", backlog, sz.Partitions, n, sz.RowBudget, sz.Concurrency)
-		run(func() { sz.Backstop, err = Drain(bs, backlog, 100) })
-		sz.Backstop.Calls = nil
-		if err != nil {
-			return rep, err
-		}
-		rep.Sizing = append(rep.Sizing, sz)
+		s := DefaultSetup(1)
+		s.Shards = shards
+		progress("steady: %.0f rows/s on %d shards", rate, shards)
+		var res SteadyResult
+		res, err = Steady(s, rate, steady, StreamShards(rate))
+		res.Calls = nil
+		sz.Tried = append(sz.Tried, res)
+		ok := err == nil && res.Throttles == 0 && res.StageThrottles == 0 && float64(res.PeakShardWCU) <= headroom*base.Limits.ShardCeiling
+		fits[shards] = ok
+		return ok
 	}
-	rep.RealSeconds = time.Since(started).Seconds()
-	return rep, nil
+	n := sz.Formula
+	if try(n) {
+		for n > 1 && try(n-1) {
+			n--
+		}
+	} else {
+		n++
+		for err == nil && !try(n) {
+			n++
+		}
+	}
+	if err != nil {
+		return sz, err
+	}
+	sz.Shards = n
+	sz.Partitions, sz.RowBudget, sz.Concurrency = SweepFor(rate, n, base.Lambda, base.Policy.RowBudget, base.Policy.Concurrency, 4)
+	sz.PF = 1
+	bs := DefaultSetup(sz.Partitions)
+	bs.Shards, bs.Policy.RowBudget, bs.Policy.Concurrency = n, sz.RowBudget, sz.Concurrency
+	backlog := int(rate * base.Lambda.SweepRate.Seconds())
+	progress("backstop: %d rows, %d partitions over %d shards, budget %d, concurrency %d", backlog, sz.Partitions, n, sz.RowBudget, sz.Concurrency)
+	sz.Backstop, err = Drain(bs, backlog, 100)
+	sz.Backstop.Calls = nil
+	return sz, err
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -24,17 +24,17 @@ type Setup struct {
 
 // Counts are what a scenario's store and sink saw.
 type Counts struct {
-	Delivered      int64   `json:"delivered"`
-	Duplicates     int64   `json:"duplicates"`
-	ReClaims       int64   `json:"reclaims"`
-	Left           int     `json:"left"`
-	Throttles      int64   `json:"throttles"`
-	Surfaced       int64   `json:"surfaced"`
-	StageThrottles int64   `json:"stage_throttles"`
-	PeakShardWCU   int     `json:"peak_shard_wcu"`
-	MeanShardWCU   float64 `json:"mean_shard_wcu"`
-	SendCalls      int64   `json:"send_calls"`
-	Calls          map[string]int64
+	Delivered      int64            `json:"delivered"`
+	Duplicates     int64            `json:"duplicates"`
+	ReClaims       int64            `json:"reclaims"`
+	Left           int              `json:"left"`
+	Throttles      int64            `json:"throttles"`
+	Surfaced       int64            `json:"surfaced"`
+	StageThrottles int64            `json:"stage_throttles"`
+	PeakShardWCU   int              `json:"peak_shard_wcu"`
+	MeanShardWCU   float64          `json:"mean_shard_wcu"`
+	SendCalls      int64            `json:"send_calls"`
+	Calls          map[string]int64 `json:"calls,omitempty"`
 }
 
 func counts(st *Store, sink *Sink, over time.Duration) Counts {

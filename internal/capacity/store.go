@@ -250,16 +250,15 @@ type Client struct {
 func (s *Store) Client() *Client { return &Client{Store: s, tokens: s.limits.SDKRetryTokens} }
 
 // write runs one conditional write the way the SDK sends it: each attempt
-// pays the latency; check decides under the lock whether the condition
+// pays the latency (a plain sleep: a request in flight finishes, and the
+// engine's deadline margin covers it); check decides under the lock whether the condition
 // holds (an error refuses the write, costing no index units); a write that
 // holds and does not fit its shard's bucket is throttled and retried with
 // the SDK's backoff while attempts and quota last.
 func (c *Client) write(ctx context.Context, op string, i int, units int, check func(r *simRow, now time.Time) error, apply func(r *simRow, now time.Time)) error {
 	for attempt := 1; ; attempt++ {
-		if err := c.sleep(ctx, c.limits.StoreLatency); err != nil {
-			return err
-		}
-		err, throttled := c.try(op, i, units, check, apply)
+		time.Sleep(c.limits.StoreLatency)
+		throttled, err := c.try(op, i, units, check, apply)
 		if !throttled {
 			refund := 1
 			if attempt > 1 {
@@ -291,24 +290,26 @@ func (c *Client) write(ctx context.Context, op string, i int, units int, check f
 	}
 }
 
-func (c *Client) try(op string, i, units int, check func(*simRow, time.Time) error, apply func(*simRow, time.Time)) (error, bool) {
+// try is one attempt of write: it reports whether the write was
+// throttled, or the refusal of its condition.
+func (c *Client) try(op string, i, units int, check func(*simRow, time.Time) error, apply func(*simRow, time.Time)) (throttled bool, err error) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.Calls[op]++
 	if i < 0 || i >= len(c.rows) {
-		return &outbox.ConflictError{Key: Key(i), Op: op}, false
+		return false, &outbox.ConflictError{Key: Key(i), Op: op}
 	}
 	r := &c.rows[i]
 	if err := check(r, now); err != nil {
-		return err, false
+		return false, err
 	}
 	if units > 0 && !c.charge(int(r.shard), units, now, false) {
 		c.stats.Throttles++
-		return nil, true
+		return true, nil
 	}
 	apply(r, now)
-	return nil, false
+	return false, nil
 }
 
 func (c *Client) sleep(ctx context.Context, d time.Duration) error {
@@ -332,10 +333,8 @@ func (c *Client) Shards() int { return len(c.index) }
 // by now, after the given one. Reads are not throttled (a shard's read
 // ceiling, 3,000 units, is far above what a page of small projections
 // costs at these rates).
-func (c *Client) QueryDue(ctx context.Context, shard int, now time.Time, after *outbox.DueRef, limit int) ([]outbox.DueRef, bool, error) {
-	if err := c.sleep(ctx, c.limits.StoreLatency); err != nil {
-		return nil, false, err
-	}
+func (c *Client) QueryDue(_ context.Context, shard int, now time.Time, after *outbox.DueRef, limit int) ([]outbox.DueRef, bool, error) {
+	time.Sleep(c.limits.StoreLatency)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.Calls["QueryDue"]++
