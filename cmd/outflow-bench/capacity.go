@@ -167,20 +167,23 @@ func renderCapacity(rep capacity.Report, out string) string {
 	w("")
 	w("## Sizing")
 	w("")
-	w("One line per staging rate: the smallest `Shards` the simulation found, and the sweep settings the rules below give for it, the template's defaults where they suffice. The last two columns are measured: the busiest shard's index writes in its busiest second over %.0f s of steady staging (wake and sweep running), and a minute of staging left to the sweep alone (the wake off), as after a wake outage.", rep.SteadySeconds)
+	w("One line per staging rate: the smallest `Shards` the simulation found, and the sweep settings the rules below give for it, the template's defaults where they suffice. The last three columns are measured: the busiest shard's index writes in its busiest second over %.0f s of steady staging (wake and sweep running), the wake invocations running at once then, and a minute of staging left to the sweep alone (the wake off), as after a wake outage.", rep.SteadySeconds)
 	w("")
-	w("| staging rate (rows/s) | `Shards` | `SweepPartitions` | `RowBudget` | `Concurrency` | `WakeParallelizationFactor` | memory (MB) | busiest shard (index WCU/s) | a minute of staging, sweep alone |")
-	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	w("| staging rate (rows/s) | `Shards` | `SweepPartitions` | `RowBudget` | `Concurrency` | `WakeParallelizationFactor` | memory (MB) | busiest shard (index WCU/s) | wake invocations at once (stream shards) | a minute of staging, sweep alone |")
+	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, s := range rep.Sizing {
-		peak := 0
+		var chosen capacity.SteadyResult
 		for _, t := range s.Tried {
 			if t.Shards == s.Shards {
-				peak = t.PeakShardWCU
+				chosen = t
 			}
 		}
 		bs := s.Backstop
-		w("| %s | %d | %d | %s | %d | %d | 256 | %s | %s, %s throttled attempts |", numf(s.Rate), s.Shards, s.Partitions, num(s.RowBudget), s.Concurrency, s.PF, num(peak), dur(bs.Seconds), num(bs.Throttles))
+		w("| %s | %d | %d | %s | %d | %d | 256 | %s | %d (%d) | %s, %s throttled attempts |", numf(s.Rate), s.Shards, s.Partitions, num(s.RowBudget), s.Concurrency, s.PF,
+			num(chosen.PeakShardWCU), chosen.Wake.PeakConcurrent, chosen.StreamShards, dur(bs.Seconds), num(bs.Throttles))
 	}
+	w("")
+	w("Lambda concurrency: the sweeps need `SweepPartitions` at once (each ends within a period), the wake at most its stream shards × `WakeParallelizationFactor`; the column gives the most wake invocations the steady run had at once. Reserve, or keep free in the account, their sum.")
 	w("")
 	w("`Shards` is the smallest count that holds the rate. Where it is below the template's default, 4, keep 4 (shards never shrink, and more shards cost nothing while idle), with the other settings the rules below give for 4 shards.")
 	w("")
