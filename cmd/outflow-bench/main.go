@@ -44,7 +44,17 @@ func main() {
 	orderedRows := flag.Int("ordered-rows", 1000, "ordered rows to drain against moto, in groups of 1 and of 5")
 	hotRows := flag.Int("hot-rows", 1000, "rows of the one hot group, under the latency fakes")
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
+	only := flag.String("only", "", "run one part alone: capacity (writes capacity.md)")
+	capFrom := flag.String("capacity-report", "", "render capacity.md from this saved model report instead of running the model")
+	capKeep := flag.String("capacity-save", "", "save the capacity model's report (JSON) in this file")
 	flag.Parse()
+	if *only == "capacity" {
+		if _, err := capacityModel(*out, *capFrom, *capKeep); err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *memory > 0 {
 		_ = json.NewEncoder(os.Stdout).Encode(bench.SweepMemory(*memory))
 		return
@@ -199,6 +209,11 @@ func run(out string, n sizes) error {
 	goal(goalMisordered, "0", strconv.FormatInt(misordered, 10), misordered == 0)
 	hotLinks := groupRuns[0].ordered.PerRow("Link")
 	goal(goalHotLinks, "≤ 2", fmt.Sprintf("%.2f (%d rows)", hotLinks, groupRuns[0].rows), hotLinks <= 2)
+	capRep, err := capacityModel(out, "", "")
+	if err != nil {
+		return err
+	}
+	capacityGoal(capRep, goal)
 
 	w("# Benchmarks")
 	w("")
@@ -263,6 +278,7 @@ func run(out string, n sizes) error {
 	w("| a claim that moves the due-index key (to the lease end) | %.2f |", wcuMoving)
 	w("")
 	writeOrdered(w, eng, ord1, ord5, groupRuns, storeLat, sendLat)
+	writeDrains(w, capRep)
 	w("## Memory over a backlog")
 	w("")
 	w("One sweep of the whole backlog (synthetic store, zero latency), each size in a fresh process; the heap is sampled every millisecond. The synthetic store keeps one bit per row plus the rows in flight, included in the heap.")
