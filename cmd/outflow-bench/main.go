@@ -44,12 +44,33 @@ func main() {
 	orderedRows := flag.Int("ordered-rows", 1000, "ordered rows to drain against moto, in groups of 1 and of 5")
 	hotRows := flag.Int("hot-rows", 1000, "rows of the one hot group, under the latency fakes")
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
+	only := flag.String("only", "", "run one part alone: cost (refused writes and cost per message, written to docs/cost.md) or quiet (refused writes only, printed)")
+	quietRows := flag.Int("quiet-rows", 2000, "rows staged in each refused-writes run")
+	wakeRows := flag.Int("wake-rows", 1000, "rows the wake alone delivers for the cost model")
+	stageFor := flag.Duration("stage-for", 40*time.Second, "how long producers stage in the refused-writes and wake runs")
 	flag.Parse()
+	cost := costSizes{quietRows: *quietRows, wakeRows: *wakeRows, stageFor: *stageFor}
 	if *memory > 0 {
 		_ = json.NewEncoder(os.Stdout).Encode(bench.SweepMemory(*memory))
 		return
 	}
-	if err := run(*out, sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups}); err != nil {
+	n := sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups}
+	if *only != "" {
+		run := map[string]func() error{
+			"cost":  func() error { return runCostOnly(*out, n, cost) },
+			"quiet": func() error { return runQuietOnly(cost) },
+		}[*only]
+		if run == nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench: -only takes cost or quiet")
+			os.Exit(2)
+		}
+		if err := run(); err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*out, n, cost); err != nil {
 		fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 		os.Exit(1)
 	}
@@ -62,7 +83,7 @@ type sizes struct {
 	moto, naive, ordered, hot, groups int
 }
 
-func run(out string, n sizes) error {
+func run(out string, n sizes, cost costSizes) error {
 	motoRows, naiveRows := n.moto, n.naive
 	ctx := context.Background()
 	var doc strings.Builder
@@ -262,6 +283,8 @@ func run(out string, n sizes) error {
 	w("| **Outflow** (stage 2, claim 1 — no index key moves — done 2) | **%.2f** |", wcu)
 	w("| a claim that moves the due-index key (to the lease end) | %.2f |", wcuMoving)
 	w("")
+	w("Refused conditional writes under live traffic (the wake on, K partition sweeps) and dollars per million messages on each path are in [cost.md](%s), which this run also writes.", costFile)
+	w("")
 	writeOrdered(w, eng, ord1, ord5, groupRuns, storeLat, sendLat)
 	w("## Memory over a backlog")
 	w("")
@@ -302,7 +325,7 @@ func run(out string, n sizes) error {
 	}
 	logf("wrote %s and %s in %s", filepath.Join(out, "benchmarks.md"), plotPath, time.Since(started).Round(time.Second))
 	fmt.Print(doc.String())
-	return nil
+	return writeCost(ctx, out, srv.URL, eng, nv, cost, time.Now(), "`go run ./cmd/outflow-bench -only cost`")
 }
 
 // The goals on ordered groups, named once for the why table.
