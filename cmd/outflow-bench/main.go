@@ -44,33 +44,20 @@ func main() {
 	orderedRows := flag.Int("ordered-rows", 1000, "ordered rows to drain against moto, in groups of 1 and of 5")
 	hotRows := flag.Int("hot-rows", 1000, "rows of the one hot group, under the latency fakes")
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
-	only := flag.String("only", "", "run one part alone: cost (refused writes and cost per message, written to docs/cost.md) or quiet (refused writes only, printed)")
-	quietRows := flag.Int("quiet-rows", 2000, "rows staged in each refused-writes run")
-	wakeRows := flag.Int("wake-rows", 1000, "rows the wake alone delivers for the cost model")
-	stageFor := flag.Duration("stage-for", 40*time.Second, "how long producers stage in the refused-writes and wake runs")
 	flag.Parse()
-	cost := costSizes{quietRows: *quietRows, wakeRows: *wakeRows, stageFor: *stageFor}
 	if *memory > 0 {
 		_ = json.NewEncoder(os.Stdout).Encode(bench.SweepMemory(*memory))
 		return
 	}
 	n := sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups}
 	if *only != "" {
-		run := map[string]func() error{
-			"cost":  func() error { return runCostOnly(*out, n, cost) },
-			"quiet": func() error { return runQuietOnly(cost) },
-		}[*only]
-		if run == nil {
-			fmt.Fprintln(os.Stderr, "outflow-bench: -only takes cost or quiet")
-			os.Exit(2)
-		}
-		if err := run(); err != nil {
+		if err := runOnly(*only, *out, n); err != nil {
 			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := run(*out, n, cost); err != nil {
+	if err := run(*out, n); err != nil {
 		fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 		os.Exit(1)
 	}
@@ -83,7 +70,7 @@ type sizes struct {
 	moto, naive, ordered, hot, groups int
 }
 
-func run(out string, n sizes, cost costSizes) error {
+func run(out string, n sizes) error {
 	motoRows, naiveRows := n.moto, n.naive
 	ctx := context.Background()
 	var doc strings.Builder
@@ -325,7 +312,7 @@ func run(out string, n sizes, cost costSizes) error {
 	}
 	logf("wrote %s and %s in %s", filepath.Join(out, "benchmarks.md"), plotPath, time.Since(started).Round(time.Second))
 	fmt.Print(doc.String())
-	return writeCost(ctx, out, srv.URL, eng, nv, cost, time.Now(), "`go run ./cmd/outflow-bench -only cost`")
+	return writeCost(ctx, out, srv.URL, eng, nv, flagCostSizes(), time.Now(), "`make bench`", "the drains of")
 }
 
 // The goals on ordered groups, named once for the why table.

@@ -9,6 +9,9 @@ type Usage struct {
 	// TableWRU and IndexWRU are write request units on the table and on
 	// the due index; RRU read request units on either.
 	TableWRU, IndexWRU, RRU float64
+	// DynamoDBRequests are every table and index request, staging
+	// included; GetRecords every stream read, charged or not.
+	DynamoDBRequests, GetRecords float64
 	// StreamReads are charged GetRecords calls (zero where Lambda's
 	// event source mapping reads the stream: those are free).
 	StreamReads float64
@@ -103,6 +106,7 @@ func DrainUsage(name string, r MotoResult, pageSize int, memoryMB int, secondsPe
 	u.TableWRU, u.IndexWRU = writeUnits(r.Throughput.Rows, r.Stage, r.Dispatch)
 	u.RRU = (float64(r.Dispatch.Count("DynamoDB.Query"))*QueryRRU(pageSize, r.ItemSize) + float64(r.Dispatch.Count("DynamoDB.GetItem"))) / n
 	u.SQSRequests = float64(r.Dispatch.Total("SQS", false)) / n
+	u.DynamoDBRequests = float64(dataRequests(r.Stage)+dataRequests(r.Dispatch)) / n
 	u.LambdaInvocations, u.SchedulerInvocations = 1/n, 1/n
 	u.LambdaGBs = float64(memoryMB) / 1024 * secondsPerRow
 	return u
@@ -118,6 +122,8 @@ func WakeUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
 	u.TableWRU, u.IndexWRU = writeUnits(r.WakeDelivered, r.Stage, r.Wake)
 	u.RRU = float64(r.Wake.Count("DynamoDB.GetItem")) / n
 	u.SQSRequests = float64(r.Wake.Total("SQS", false)) / n
+	u.DynamoDBRequests = float64(dataRequests(r.Stage)+dataRequests(r.Wake)) / n
+	u.GetRecords = float64(r.Stream.Count("DynamoDB Streams.GetRecords")) / n
 	u.LambdaInvocations = float64(r.WakeRuns) / n
 	u.LambdaGBs = float64(memoryMB) / 1024 * secondsPerRow
 	return u
@@ -132,8 +138,19 @@ func WakeUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
 func PipesUsage(staging MotoResult, getRecordsPerRow float64) Usage {
 	u := Usage{Name: "EventBridge Pipes relay"}
 	u.TableWRU, u.IndexWRU = writeUnits(staging.Throughput.Rows, staging.Stage)
-	u.StreamReads = getRecordsPerRow
+	u.StreamReads, u.GetRecords = getRecordsPerRow, getRecordsPerRow
+	u.DynamoDBRequests = float64(dataRequests(staging.Stage)) / float64(max(staging.Throughput.Rows, 1))
 	u.SQSRequests = 1
 	u.PipesRequests = 1
 	return u
+}
+
+// dataRequests are a counter's DynamoDB requests other than the table's
+// creation, waits and deletion.
+func dataRequests(r *Requests) int {
+	n := r.Total("DynamoDB", false)
+	for _, op := range []string{"CreateTable", "DescribeTable", "UpdateTimeToLive", "DeleteTable"} {
+		n -= r.Count("DynamoDB." + op)
+	}
+	return n
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/stretchr/testify/require"
@@ -72,4 +73,17 @@ func TestWakeFilter_PassesOnlyInsertsOfPendingRows(t *testing.T) {
 	require.False(t, wakeFilter(rec(streamtypes.OperationTypeInsert, "failed")))
 	require.False(t, wakeFilter(rec(streamtypes.OperationTypeModify, "pending")))
 	require.False(t, wakeFilter(streamtypes.Record{EventName: streamtypes.OperationTypeInsert}))
+}
+
+func TestWriteUnits_SplitsARowsWritesBetweenTableAndIndex(t *testing.T) {
+	t.Parallel()
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "r1"}}
+	stage, dispatch := NewRequests(), NewRequests()
+	stage.record("DynamoDB.PutItem", &dynamodb.PutItemInput{Item: key})
+	dispatch.record("DynamoDB.UpdateItem", &dynamodb.UpdateItemInput{Key: key, ReturnValues: types.ReturnValueAllNew})
+	dispatch.record("DynamoDB.DeleteItem", &dynamodb.DeleteItemInput{Key: key})
+	table, index := writeUnits(1, stage, dispatch)
+	require.InDelta(t, 3, table, 1e-9, "put, claim and delete: one unit each")
+	require.InDelta(t, 2, index, 1e-9, "the put's and the delete's index entries; the claim moves none")
+	require.Equal(t, 1, dataRequests(stage))
 }
