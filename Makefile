@@ -42,7 +42,7 @@ test: venv tools ## Run every test: unit tests and integration tests against a m
 	$(GO) test -count=1 -race ./...
 
 .PHONY: bench
-bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency, and simulate capacity; writes docs/benchmarks.md and docs/capacity.md.
+bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency, refused writes, cost, and simulate capacity; writes docs/benchmarks.md, docs/capacity.md and docs/cost.md.
 	$(GO) run ./cmd/outflow-bench -out docs
 
 SOAK_ROWS ?= 20000

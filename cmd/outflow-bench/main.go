@@ -44,7 +44,6 @@ func main() {
 	orderedRows := flag.Int("ordered-rows", 1000, "ordered rows to drain against moto, in groups of 1 and of 5")
 	hotRows := flag.Int("hot-rows", 1000, "rows of the one hot group, under the latency fakes")
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
-	only := flag.String("only", "", "run one part alone: capacity (writes capacity.md)")
 	capFrom := flag.String("capacity-report", "", "render capacity.md from this saved model report instead of running the model")
 	capKeep := flag.String("capacity-save", "", "save the capacity model's report (JSON) in this file")
 	flag.Parse()
@@ -59,7 +58,15 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(bench.SweepMemory(*memory))
 		return
 	}
-	if err := run(*out, sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups}); err != nil {
+	n := sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups}
+	if *only != "" {
+		if err := runOnly(*only, *out, n); err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*out, n); err != nil {
 		fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 		os.Exit(1)
 	}
@@ -277,6 +284,8 @@ func run(out string, n sizes) error {
 	w("| **Outflow** (stage 2, claim 1 — no index key moves — done 2) | **%.2f** |", wcu)
 	w("| a claim that moves the due-index key (to the lease end) | %.2f |", wcuMoving)
 	w("")
+	w("Refused conditional writes under live traffic (the wake on, K partition sweeps) and dollars per million messages on each path are in [cost.md](%s), which this run also writes.", costFile)
+	w("")
 	writeOrdered(w, eng, ord1, ord5, groupRuns, storeLat, sendLat)
 	writeDrains(w, capRep)
 	w("## Memory over a backlog")
@@ -318,7 +327,7 @@ func run(out string, n sizes) error {
 	}
 	logf("wrote %s and %s in %s", filepath.Join(out, "benchmarks.md"), plotPath, time.Since(started).Round(time.Second))
 	fmt.Print(doc.String())
-	return nil
+	return writeCost(ctx, out, srv.URL, eng, nv, flagCostSizes(), time.Now(), "`make bench`", "the drains of")
 }
 
 // The goals on ordered groups, named once for the why table.

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/outflowhq/outflow/internal/bench"
+	"github.com/outflowhq/outflow/internal/moto"
+)
+
+// costFile is the generated file of the cost and quiet-by-default parts,
+// which benchmarks.md links to: `-only cost` regenerates it alone, without
+// the whole bench.
+const costFile = "cost.md"
+
+// lambdaMemoryMB is the template's default SweepMemoryMB and WakeMemoryMB.
+const lambdaMemoryMB = 256
+
+// The cost part's flags, here rather than in main so the parts stay apart,
+// and -only, which names any part.
+var (
+	only      = flag.String("only", "", "run one part alone: capacity (the capacity model, written to docs/capacity.md), cost (refused writes and cost per message, written to docs/cost.md) or quiet (refused writes only, printed)")
+	quietRows = flag.Int("quiet-rows", 600, "rows staged in each refused-writes run")
+	wakeRows  = flag.Int("wake-rows", 600, "rows the wake alone delivers for the cost model")
+	stageFor  = flag.Duration("stage-for", 60*time.Second, "how long producers stage in the refused-writes and wake runs")
+	delayed   = flag.Float64("quiet-delayed", 0.3, "share of the unordered rows staged with a NotBefore in the refused-writes runs")
+)
+
+// flagCostSizes are the cost part's sizes from the flags.
+func flagCostSizes() costSizes {
+	return costSizes{quietRows: *quietRows, wakeRows: *wakeRows, stageFor: *stageFor, delayed: *delayed}
+}
+
+// runOnly runs one part alone: "cost" or "quiet".
+func runOnly(part, out string, n sizes) error {
+	switch part {
+	case "cost":
+		return runCostOnly(out, n, flagCostSizes())
+	case "quiet":
+		return runQuietOnly(flagCostSizes())
+	}
+	return fmt.Errorf("-only %q: the parts are cost and quiet", part)
+}
+
+// costSizes are the row counts of the cost part's own runs.
+type costSizes struct {
+	quietRows, wakeRows int
+	stageFor            time.Duration
+	// delayed is the share of unordered rows staged with a NotBefore.
+	delayed float64
+}
+
+// runCostOnly runs the cost part alone: its own drains (sweep and naive)
+// against a new moto server, then writeCost.
+func runCostOnly(out string, n sizes, c costSizes) error {
+	ctx := context.Background()
+	started := time.Now()
+	srv, err := moto.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	logf("moto: draining %d rows with the engine", n.moto)
+	eng, err := bench.DrainOnEndpoint(ctx, srv.URL, n.moto, bench.PayloadBytes, false)
+	if err != nil {
+		return err
+	}
+	logf("moto: draining %d rows one at a time", n.naive)
+	nv, err := bench.DrainOnEndpoint(ctx, srv.URL, n.naive, bench.PayloadBytes, true)
+	if err != nil {
+		return err
+	}
+	how := "`go run ./cmd/outflow-bench " + strings.Join(os.Args[1:], " ") + "`"
+	return writeCost(ctx, out, srv.URL, eng, nv, c, started, how, "drains made for this file, as in")
+}
+
+// writeCost measures the quiet-by-default runs and the wake path, prices
+// every path and writes cost.md. sweep and naive are drains already made
+// against endpoint.
+func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.MotoResult, c costSizes, started time.Time, how, drains string) error {
+	quiet, err := quietRuns(ctx, endpoint, c)
+	if err != nil {
+		return err
+	}
+	logf("cost: the wake alone, %d rows over %s", c.wakeRows, c.stageFor)
+	wake, err := bench.RunStream(ctx, endpoint, bench.StreamConfig{
+		Rows: c.wakeRows, Stage: c.stageFor, Producers: 4, Shards: 8, Poll: 250 * time.Millisecond, BatchSize: 100,
+		Timeout: c.stageFor + 3*time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("wake run: %w", err)
+	}
+	logf("cost: Lambda durations under the latency fakes")
+	storeLat, sendLat := 5*time.Millisecond, 15*time.Millisecond
+	pipe := bench.PipelinedSweep(2000, 16, storeLat, sendLat)
+	nvFake := bench.NaiveSweep(100, storeLat, sendLat)
+	// The wake's invocations are timed at the run's own batch size: a
+	// small batch pays a whole claim, send and settle for few rows.
+	wakeBatch := max(1, int(math.Round(float64(wake.WakeDelivered)/float64(max(wake.WakeRuns, 1)))))
+	var wakeFake bench.Throughput
+	for range 20 {
+		t, err := bench.WakeBatch(wakeBatch, storeLat, sendLat)
+		if err != nil {
+			return err
+		}
+		wakeFake.Rows += t.Rows
+		wakeFake.Elapsed += t.Elapsed
+	}
+	perRow := func(t bench.Throughput) float64 { return t.Elapsed.Seconds() / float64(max(t.Rows, 1)) }
+	getRecords := float64(wake.Stream.Count("DynamoDB Streams.GetRecords"))
+	getRecordsPerRow := getRecords / float64(max(wake.WakeDelivered, 1))
+	usages := []bench.Usage{
+		bench.WakeUsage(wake, lambdaMemoryMB, perRow(wakeFake)),
+		bench.DrainUsage("Outflow, sweep", sweep, 100, lambdaMemoryMB, perRow(pipe)),
+		bench.PipesUsage(sweep, getRecordsPerRow),
+		bench.DrainUsage("naive one-at-a-time loop", naive, 100, lambdaMemoryMB, perRow(nvFake)),
+	}
+
+	var doc strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&doc, format+"\n", args...) }
+	w("# Refused writes and cost per message")
+	w("")
+	w("Generated by %s on %s, in %s, on a 2-core machine, against the moto server. Every figure comes from that run, except the prices, which are a table in the code (`internal/bench/prices.go`); rerun to refresh. [Benchmarks](benchmarks.md) has the rest.", how, time.Now().UTC().Format("2006-01-02"), time.Since(started).Round(time.Second))
+	w("")
+	writeQuiet(w, quiet)
+	w("## Cost per million messages, in dollars")
+	w("")
+	w("### Prices")
+	w("")
+	w("Public on-demand prices in %s, read on %s (AWS's pricing pages and documentation, and pages quoting them). Free tiers are left out.", bench.PricesRegion, bench.PricesRead)
+	w("")
+	w("| item | price | per | note |")
+	w("| --- | --- | --- | --- |")
+	for _, p := range bench.Prices {
+		w("| %s | $%g | %s %s | %s |", p.Item, p.Dollar, perText(p.Per), p.Unit, p.Note)
+	}
+	w("")
+	w("### What each path uses per message")
+	w("")
+	w("Staging is included in every path. Measured against moto: the sweep drained %d rows and the naive loop %d (%s [Benchmarks](benchmarks.md)'s moto section, %d-byte items); the wake delivered %d rows staged by 4 producers over %s with no sweep running, its stream polled every 250 ms (%d GetRecords calls, %.1f records each, %d wake invocations of %.1f rows each). Write units follow the rule in [Benchmarks](benchmarks.md) (\"Write units per delivered message\"), split between the table and the due index. A due-index query is charged %.1f read units, an upper bound (a full page of 100 entries, each as large as the row, eventually consistent). Lambda duration is the function's time per row under the latency fakes (5 ms per DynamoDB call, 15 ms per SQS call, closer to AWS than moto's): %.2f ms per row for a sweep at concurrency 16, %.2f ms for a wake invocation of %d records (the run's average, timed over 20 invocations), %.1f ms for the naive loop, times %d MB (the template's default memory).",
+		sweep.Throughput.Rows, naive.Throughput.Rows, drains, sweep.ItemSize, wake.WakeDelivered, c.stageFor, int(getRecords), float64(wake.Records)/max(getRecords, 1), wake.WakeRuns, float64(wake.WakeDelivered)/float64(max(wake.WakeRuns, 1)),
+		bench.QueryRRU(100, sweep.ItemSize), 1000*perRow(pipe), 1000*perRow(wakeFake), wakeBatch, 1000*perRow(nvFake), lambdaMemoryMB)
+	w("")
+	w("| per message | %s |", names(usages))
+	w("| --- |%s", strings.Repeat(" --- |", len(usages)))
+	row := func(label string, f func(bench.Usage) float64, format string) {
+		cells := make([]string, len(usages))
+		for i, u := range usages {
+			cells[i] = fmt.Sprintf(format, f(u))
+		}
+		w("| %s | %s |", label, strings.Join(cells, " | "))
+	}
+	row("DynamoDB requests (staging included)", func(u bench.Usage) float64 { return u.DynamoDBRequests }, "%.3f")
+	row("stream GetRecords calls", func(u bench.Usage) float64 { return u.GetRecords }, "%.4f")
+	row("write units, table", func(u bench.Usage) float64 { return u.TableWRU }, "%.2f")
+	row("write units, due index", func(u bench.Usage) float64 { return u.IndexWRU }, "%.2f")
+	row("read units", func(u bench.Usage) float64 { return u.RRU }, "%.3f")
+	row("charged stream reads (GetRecords)", func(u bench.Usage) float64 { return u.StreamReads }, "%.4f")
+	row("SQS requests", func(u bench.Usage) float64 { return u.SQSRequests }, "%.3f")
+	row("Lambda invocations", func(u bench.Usage) float64 { return u.LambdaInvocations }, "%.4f")
+	row("Lambda GB-seconds", func(u bench.Usage) float64 { return u.LambdaGBs }, "%.6f")
+	row("Scheduler invocations", func(u bench.Usage) float64 { return u.SchedulerInvocations }, "%.4f")
+	row("Pipes requests", func(u bench.Usage) float64 { return u.PipesRequests }, "%.0f")
+	w("")
+	w("### Dollars per million messages")
+	w("")
+	w("| line item | %s |", names(usages))
+	w("| --- |%s", strings.Repeat(" --- |", len(usages)))
+	bills := make([][]bench.LineItem, len(usages))
+	for i, u := range usages {
+		bills[i] = u.PerMillion()
+	}
+	for j, name := range bench.LineNames {
+		cells := make([]string, len(usages))
+		for i := range usages {
+			cells[i] = dollars(bills[i][j].Dollars)
+		}
+		w("| %s | %s |", name, strings.Join(cells, " | "))
+	}
+	totals := make([]string, len(usages))
+	for i := range usages {
+		totals[i] = "**" + dollars(bench.Total(bills[i])) + "**"
+	}
+	w("| **total** | %s |", strings.Join(totals, " | "))
+	w("")
+	w("Assumptions:")
+	w("")
+	w("- **Outflow, wake**: rows staged by the producer, delivered by the wake from the stream: claim, send (batched per queue), done. Lambda's event source mapping reads the stream, and AWS does not charge GetRecords made by a Lambda trigger, so the stream costs nothing; the mapping's filter drops the claim's and done's stream records before any invocation. Invocations per message depend on traffic: the run's batches held %.1f rows; at one row per invocation the Lambda request line would be $%.2f.", float64(wake.WakeDelivered)/float64(max(wake.WakeRuns, 1)), bench.PriceLambdaRequest.Each()*1e6)
+	w("- **Outflow, sweep**: the same rows delivered by a scheduled sweep: one Scheduler invocation and one Lambda invocation per sweep, here spread over the drain's %d rows; a sweep that finds nothing still runs (below).", sweep.Throughput.Rows)
+	w("- **EventBridge Pipes relay**: the same staging writes (row and due-index entry, so the lines compare; a relay needs no due index and would save its write unit), the table's stream read by the pipe, one Pipes request and one SQS `SendMessage` per message (the pipe's SQS target sends each event on its own), and no done write: a relay does not settle rows, which are left to expire by TTL (TTL deletes are free, and the pipe's filter drops their stream records). Pipes is not a Lambda trigger, so its GetRecords calls are charged: taken at this run's %.4f per message (%.1f records per call); at low traffic a poller's empty calls dominate (below). No retries, dead letters or ordering are modelled.", getRecordsPerRow, float64(wake.Records)/max(getRecords, 1))
+	w("- **naive loop**: the same scheduled function running the naive dispatcher (query, then claim, send and settle one row at a time): one `SendMessage` per message.")
+	w("- SQS requests are priced as standard queues; on FIFO queues every SQS line is 25%% higher ($%.2f per million requests against $%.2f). Every message here is under 64 KB, so a request is one billed chunk.", bench.PriceSQSFIFO.Each()*1e6, bench.PriceSQSStandard.Each()*1e6)
+	w("")
+	w("Excluded: storage (table, index, stream retention), data transfer, free tiers, CloudWatch (logs, metrics, alarms), KMS requests, the consumers' own receives and deletes (the same for every path), cold-start (init) duration, and retries or faults. Costs that do not grow with messages are left out of the table: the sweep's schedule fires every minute whether or not there is work, %d invocations a month: $%.3f of Scheduler and $%.3f of Lambda requests per partition, plus its due-index queries (at least one per shard); a Pipes poller reading an idle stream shard about four times a second, as Lambda's mapping does (an assumption: the rate is not published), would make about 10.4 million charged GetRecords a month per shard, $%.2f.",
+		minutesPerMonth, minutesPerMonth*bench.PriceScheduler.Each(), minutesPerMonth*bench.PriceLambdaRequest.Each(), 4*secondsPerMonth*bench.PriceStreamRead.Each())
+	w("")
+	path := filepath.Join(out, costFile)
+	if err := os.WriteFile(path, []byte(doc.String()), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", path)
+	fmt.Print(doc.String())
+	return nil
+}
+
+// A 30-day month.
+const (
+	minutesPerMonth = 30 * 24 * 60
+	secondsPerMonth = minutesPerMonth * 60
+)
+
+func names(us []bench.Usage) string {
+	n := make([]string, len(us))
+	for i, u := range us {
+		n[i] = u.Name
+	}
+	return strings.Join(n, " | ")
+}
+
+func dollars(d float64) string {
+	if d == 0 {
+		return "—"
+	}
+	if d < 0.01 {
+		return fmt.Sprintf("$%.4f", d)
+	}
+	return fmt.Sprintf("$%.2f", d)
+}
+
+func perText(n float64) string {
+	switch n {
+	case 1:
+		return "1"
+	case 1e5:
+		return "100,000"
+	case 1e6:
+		return "1,000,000"
+	}
+	return fmt.Sprintf("%g", n)
+}

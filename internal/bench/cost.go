@@ -1,0 +1,156 @@
+package bench
+
+import "math"
+
+// Usage is what one delivered message consumes of each billed unit, on one
+// delivery path, staging included.
+type Usage struct {
+	Name string
+	// TableWRU and IndexWRU are write request units on the table and on
+	// the due index; RRU read request units on either.
+	TableWRU, IndexWRU, RRU float64
+	// DynamoDBRequests are every table and index request, staging
+	// included; GetRecords every stream read, charged or not.
+	DynamoDBRequests, GetRecords float64
+	// StreamReads are charged GetRecords calls (zero where Lambda's
+	// event source mapping reads the stream: those are free).
+	StreamReads float64
+	// SQSRequests are billed SQS requests (64 KB chunks).
+	SQSRequests float64
+	// LambdaInvocations and LambdaGBs are the function's requests and
+	// duration in GB-seconds.
+	LambdaInvocations, LambdaGBs float64
+	// SchedulerInvocations and PipesRequests are EventBridge's.
+	SchedulerInvocations, PipesRequests float64
+}
+
+// LineItem is one line of a bill: dollars per million messages.
+type LineItem struct {
+	Name    string
+	Dollars float64
+}
+
+// LineNames are the bill's lines, in order.
+var LineNames = []string{
+	"DynamoDB writes, table",
+	"DynamoDB writes, due index",
+	"DynamoDB reads",
+	"DynamoDB Streams reads",
+	"SQS requests",
+	"Lambda requests",
+	"Lambda duration (arm64)",
+	"EventBridge Scheduler",
+	"EventBridge Pipes",
+}
+
+// PerMillion is the bill of a million messages, line by line, in
+// LineNames' order, SQS priced as standard queues.
+func (u Usage) PerMillion() []LineItem {
+	m := 1e6
+	d := []float64{
+		u.TableWRU * PriceWRU.Each() * m,
+		u.IndexWRU * PriceWRU.Each() * m,
+		u.RRU * PriceRRU.Each() * m,
+		u.StreamReads * PriceStreamRead.Each() * m,
+		u.SQSRequests * PriceSQSStandard.Each() * m,
+		u.LambdaInvocations * PriceLambdaRequest.Each() * m,
+		u.LambdaGBs * PriceLambdaARM.Each() * m,
+		u.SchedulerInvocations * PriceScheduler.Each() * m,
+		u.PipesRequests * PricePipes.Each() * m,
+	}
+	out := make([]LineItem, len(d))
+	for i := range d {
+		out[i] = LineItem{Name: LineNames[i], Dollars: d[i]}
+	}
+	return out
+}
+
+// Total is the sum of the bill's lines.
+func Total(lines []LineItem) float64 {
+	t := 0.0
+	for _, l := range lines {
+		t += l.Dollars
+	}
+	return t
+}
+
+// noIndex prices every transition with no index write: the table's share.
+var noIndex = map[string]int{}
+
+// writeUnits splits the write units of stage and dispatch into the
+// table's and the due index's, per message.
+func writeUnits(rows int, reqs ...*Requests) (table, index float64) {
+	all, tbl := 0.0, 0.0
+	for _, r := range reqs {
+		all += r.WCU(IndexWrites)
+		tbl += r.WCU(noIndex)
+	}
+	n := float64(max(rows, 1))
+	return tbl / n, (all - tbl) / n
+}
+
+// QueryRRU is an upper bound on the read units of one due-index query: a
+// full page of pageSize entries, each as large as the staged item,
+// eventually consistent (half a unit per 4 KB).
+func QueryRRU(pageSize, itemSize int) float64 {
+	return math.Ceil(float64(pageSize*itemSize)/4096) / 2
+}
+
+// DrainUsage is the usage of a drain against moto (the sweep or the naive
+// loop): its measured writes, queries, consistent reads and SQS requests
+// per message, with a Lambda of memoryMB running for secondsPerRow per row
+// and one invocation, and one schedule firing, for the whole drain.
+func DrainUsage(name string, r MotoResult, pageSize int, memoryMB int, secondsPerRow float64) Usage {
+	n := float64(max(r.Throughput.Rows, 1))
+	u := Usage{Name: name}
+	u.TableWRU, u.IndexWRU = writeUnits(r.Throughput.Rows, r.Stage, r.Dispatch)
+	u.RRU = (float64(r.Dispatch.Count("DynamoDB.Query"))*QueryRRU(pageSize, r.ItemSize) + float64(r.Dispatch.Count("DynamoDB.GetItem"))) / n
+	u.SQSRequests = float64(r.Dispatch.Total("SQS", false)) / n
+	u.DynamoDBRequests = float64(dataRequests(r.Stage)+dataRequests(r.Dispatch)) / n
+	u.LambdaInvocations, u.SchedulerInvocations = 1/n, 1/n
+	u.LambdaGBs = float64(memoryMB) / 1024 * secondsPerRow
+	return u
+}
+
+// WakeUsage is the usage of the wake path from a run with the wake alone:
+// staging and the wake's writes, reads and SQS requests per delivered
+// message, its invocations per message, and a Lambda of memoryMB running
+// secondsPerRow per row. The stream's GetRecords are Lambda's, so free.
+func WakeUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
+	n := float64(max(r.WakeDelivered, 1))
+	u := Usage{Name: "Outflow, wake"}
+	u.TableWRU, u.IndexWRU = writeUnits(r.WakeDelivered, r.Stage, r.Wake)
+	u.RRU = float64(r.Wake.Count("DynamoDB.GetItem")) / n
+	u.SQSRequests = float64(r.Wake.Total("SQS", false)) / n
+	u.DynamoDBRequests = float64(dataRequests(r.Stage)+dataRequests(r.Wake)) / n
+	u.GetRecords = float64(r.Stream.Count("DynamoDB Streams.GetRecords")) / n
+	u.LambdaInvocations = float64(r.WakeRuns) / n
+	u.LambdaGBs = float64(memoryMB) / 1024 * secondsPerRow
+	return u
+}
+
+// PipesUsage models a relay from the table's stream to SQS with
+// EventBridge Pipes: the same staging writes as the sweep's drain (row
+// and due-index entry), the stream read by the pipe at getRecordsPerRow
+// charged calls per message, one Pipes request and one SQS SendMessage
+// per message, and no settle: the row is left to expire by TTL (TTL
+// deletes are free, and the pipe's filter drops their stream records).
+func PipesUsage(staging MotoResult, getRecordsPerRow float64) Usage {
+	u := Usage{Name: "EventBridge Pipes relay"}
+	u.TableWRU, u.IndexWRU = writeUnits(staging.Throughput.Rows, staging.Stage)
+	u.StreamReads, u.GetRecords = getRecordsPerRow, getRecordsPerRow
+	u.DynamoDBRequests = float64(dataRequests(staging.Stage)) / float64(max(staging.Throughput.Rows, 1))
+	u.SQSRequests = 1
+	u.PipesRequests = 1
+	return u
+}
+
+// dataRequests are a counter's DynamoDB requests other than the table's
+// creation, waits and deletion.
+func dataRequests(r *Requests) int {
+	n := r.Total("DynamoDB", false)
+	for _, op := range []string{"CreateTable", "DescribeTable", "UpdateTimeToLive", "DeleteTable"} {
+		n -= r.Count("DynamoDB." + op)
+	}
+	return n
+}

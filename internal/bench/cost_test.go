@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/stretchr/testify/require"
+)
+
+func TestUsagePerMillion_PricesEveryLineAtItsPrice(t *testing.T) {
+	t.Parallel()
+	u := Usage{TableWRU: 3, IndexWRU: 2, RRU: 1, StreamReads: 0.5, SQSRequests: 0.1, LambdaInvocations: 0.01, LambdaGBs: 0.001, SchedulerInvocations: 0.002, PipesRequests: 1}
+	lines := u.PerMillion()
+	want := []float64{3 * 0.625, 2 * 0.625, 0.125, 0.5 * 0.2, 0.1 * 0.40, 0.01 * 0.20, 0.001 * 0.0000133334 * 1e6, 0.002 * 1.00, 0.40}
+	require.Len(t, lines, len(want))
+	for i, l := range lines {
+		require.Equal(t, LineNames[i], l.Name)
+		require.InDelta(t, want[i], l.Dollars, 1e-9, l.Name)
+	}
+	sum := 0.0
+	for _, w := range want {
+		sum += w
+	}
+	require.InDelta(t, sum, Total(lines), 1e-9)
+}
+
+func TestQueryRRU_IsHalfAUnitPerStarted4KB(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		page, item int
+		want       float64
+	}{{1, 100, 0.5}, {10, 409, 0.5}, {10, 410, 1}, {100, 315, 4}} {
+		t.Run(fmt.Sprintf("%dx%d", tc.page, tc.item), func(t *testing.T) {
+			t.Parallel()
+			require.InDelta(t, tc.want, QueryRRU(tc.page, tc.item), 1e-9)
+		})
+	}
+}
+
+func TestRefused_IsAConditionRefusedAloneOrInATransaction(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"conditional check", fmt.Errorf("claim: %w", &types.ConditionalCheckFailedException{}), true},
+		{"transaction, a condition", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("ConditionalCheckFailed")}}}, true},
+		{"transaction, a conflict", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}}}, false},
+		{"throttled", &types.ProvisionedThroughputExceededException{}, false},
+		{"other", errors.New("boom"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, refused(tc.err))
+		})
+	}
+}
+
+func TestWakeFilter_PassesOnlyInsertsOfPendingRows(t *testing.T) {
+	t.Parallel()
+	rec := func(name streamtypes.OperationType, status string) streamtypes.Record {
+		return streamtypes.Record{EventName: name, Dynamodb: &streamtypes.StreamRecord{NewImage: map[string]streamtypes.AttributeValue{
+			"status": &streamtypes.AttributeValueMemberS{Value: status},
+		}}}
+	}
+	require.True(t, wakeFilter(rec(streamtypes.OperationTypeInsert, "pending")))
+	require.False(t, wakeFilter(rec(streamtypes.OperationTypeInsert, "failed")))
+	require.False(t, wakeFilter(rec(streamtypes.OperationTypeModify, "pending")))
+	require.False(t, wakeFilter(streamtypes.Record{EventName: streamtypes.OperationTypeInsert}))
+}
+
+func TestWriteUnits_SplitsARowsWritesBetweenTableAndIndex(t *testing.T) {
+	t.Parallel()
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "r1"}}
+	stage, dispatch := NewRequests(), NewRequests()
+	stage.record("DynamoDB.PutItem", &dynamodb.PutItemInput{Item: key})
+	dispatch.record("DynamoDB.UpdateItem", &dynamodb.UpdateItemInput{Key: key, ReturnValues: types.ReturnValueAllNew})
+	dispatch.record("DynamoDB.DeleteItem", &dynamodb.DeleteItemInput{Key: key})
+	table, index := writeUnits(1, stage, dispatch)
+	require.InDelta(t, 3, table, 1e-9, "put, claim and delete: one unit each")
+	require.InDelta(t, 2, index, 1e-9, "the put's and the delete's index entries; the claim moves none")
+	require.Equal(t, 1, dataRequests(stage))
+}
