@@ -77,16 +77,17 @@ func runCostOnly(out string, n sizes, c costSizes) error {
 		return err
 	}
 	how := "`go run ./cmd/outflow-bench " + strings.Join(os.Args[1:], " ") + "`"
-	return writeCost(ctx, out, srv.URL, eng, nv, c, started, how, "drains made for this file, as in")
+	_, err = writeCost(ctx, out, srv.URL, eng, nv, c, started, how, "drains made for this file, as in")
+	return err
 }
 
 // writeCost measures the quiet-by-default runs and the wake path, prices
 // every path and writes cost.md. sweep and naive are drains already made
 // against endpoint.
-func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.MotoResult, c costSizes, started time.Time, how, drains string) error {
+func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.MotoResult, c costSizes, started time.Time, how, drains string) (summary string, err error) {
 	quiet, err := quietRuns(ctx, endpoint, c)
 	if err != nil {
-		return err
+		return "", err
 	}
 	logf("cost: the wake alone, %d rows over %s", c.wakeRows, c.stageFor)
 	wake, err := bench.RunStream(ctx, endpoint, bench.StreamConfig{
@@ -94,7 +95,7 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 		Timeout: c.stageFor + 3*time.Minute,
 	})
 	if err != nil {
-		return fmt.Errorf("wake run: %w", err)
+		return "", fmt.Errorf("wake run: %w", err)
 	}
 	logf("cost: Lambda durations under the latency fakes")
 	storeLat, sendLat := 5*time.Millisecond, 15*time.Millisecond
@@ -107,7 +108,7 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	for range 20 {
 		t, err := bench.WakeBatch(wakeBatch, storeLat, sendLat)
 		if err != nil {
-			return err
+			return "", err
 		}
 		wakeFake.Rows += t.Rows
 		wakeFake.Elapsed += t.Elapsed
@@ -188,6 +189,7 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 		totals[i] = "**" + dollars(bench.Total(bills[i])) + "**"
 	}
 	w("| **total** | %s |", strings.Join(totals, " | "))
+	summary = fmt.Sprintf("| | %s |\n| --- |%s\n| dollars per million messages | %s |\n", names(usages), strings.Repeat(" --- |", len(usages)), strings.Join(totals, " | "))
 	w("")
 	w("Assumptions:")
 	w("")
@@ -202,11 +204,11 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	w("")
 	path := filepath.Join(out, costFile)
 	if err := os.WriteFile(path, []byte(doc.String()), 0o644); err != nil {
-		return err
+		return "", err
 	}
 	logf("wrote %s", path)
 	fmt.Print(doc.String())
-	return nil
+	return summary, nil
 }
 
 // A 30-day month.

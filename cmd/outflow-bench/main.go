@@ -284,8 +284,16 @@ func run(out string, n sizes) error {
 	w("| **Outflow** (stage 2, claim 1 — no index key moves — done 2) | **%.2f** |", wcu)
 	w("| a claim that moves the due-index key (to the lease end) | %.2f |", wcuMoving)
 	w("")
-	w("Refused conditional writes under live traffic (the wake on, K partition sweeps) and dollars per million messages on each path are in [cost.md](%s), which this run also writes.", costFile)
+	logf("cost: refused writes under live traffic, the wake's usage, dollars per message")
+	perMillion, err := writeCost(ctx, out, srv.URL, eng, nv, flagCostSizes(), time.Now(), "`make bench`", "the drains of")
+	if err != nil {
+		return err
+	}
+	w("## Cost per million messages")
 	w("")
+	w("Dollars per million messages delivered on each path, from the requests and write units this run measured (staging included) and public on-demand prices in %s read on %s. [cost.md](%s), which this run also writes, has the prices, what each path uses per message, the breakdown per line item, what is assumed and left out, and the refused conditional writes under live traffic (the wake on, K partition sweeps).", bench.PricesRegion, bench.PricesRead, costFile)
+	w("")
+	w("%s", perMillion)
 	writeOrdered(w, eng, ord1, ord5, groupRuns, storeLat, sendLat)
 	writeDrains(w, capRep)
 	w("## Memory over a backlog")
@@ -327,7 +335,7 @@ func run(out string, n sizes) error {
 	}
 	logf("wrote %s and %s in %s", filepath.Join(out, "benchmarks.md"), plotPath, time.Since(started).Round(time.Second))
 	fmt.Print(doc.String())
-	return writeCost(ctx, out, srv.URL, eng, nv, flagCostSizes(), time.Now(), "`make bench`", "the drains of")
+	return nil
 }
 
 // The goals on ordered groups, named once for the why table.
