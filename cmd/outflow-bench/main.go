@@ -66,7 +66,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*out, n); err != nil {
+	if err := run(*out, n, *capKeep); err != nil {
 		fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 		os.Exit(1)
 	}
@@ -79,7 +79,7 @@ type sizes struct {
 	moto, naive, ordered, hot, groups int
 }
 
-func run(out string, n sizes) error {
+func run(out string, n sizes, capKeep string) error {
 	motoRows, naiveRows := n.moto, n.naive
 	ctx := context.Background()
 	var doc strings.Builder
@@ -216,7 +216,7 @@ func run(out string, n sizes) error {
 	goal(goalMisordered, "0", strconv.FormatInt(misordered, 10), misordered == 0)
 	hotLinks := groupRuns[0].ordered.PerRow("Link")
 	goal(goalHotLinks, "≤ 2", fmt.Sprintf("%.2f (%d rows)", hotLinks, groupRuns[0].rows), hotLinks <= 2)
-	capRep, err := capacityModel(out, "", "")
+	capRep, err := capacityModel(out, "", capKeep)
 	if err != nil {
 		return err
 	}
