@@ -245,6 +245,8 @@ type Counts struct {
 	Due     int `json:"due"`
 	Claimed int `json:"claimed"`
 	Failed  int `json:"failed"`
+	// AtLeast marks counts that reached Count's cap: lower bounds.
+	AtLeast bool `json:"at_least,omitempty"`
 }
 
 // Stats is the backlog, per queue and per shard.
@@ -264,6 +266,22 @@ type Stats struct {
 	// never queries, which the per-shard counts above cannot see: read
 	// from the audit item, not counted afresh.
 	Stray AuditCounts `json:"stray"`
+	// Exact is true when every due row's status and every dead letter was
+	// read (Stats): Claimed is told from Pending, Queues hold pending and
+	// due rows too. False for Count, whose Due includes claimed rows,
+	// whose Claimed is 0, whose Queues hold dead letters only, and which
+	// counts no blocked group unless CountBlocked adds them.
+	Exact bool `json:"exact"`
+	// BlockedCounted is true when BlockedGroups and OldestBlocked were
+	// counted (Stats with blocks, or CountBlocked).
+	BlockedCounted bool `json:"blocked_counted"`
+	// Cap is Count's cap on each count, 0 for none; AtLeast is set when
+	// some count reached it, and is a lower bound.
+	Cap     int  `json:"cap"`
+	AtLeast bool `json:"at_least"`
+	// DeadCounted says how dead letters were counted: DeadCountedQueues,
+	// DeadCountedScan or DeadCountedAll.
+	DeadCounted string `json:"dead_counted"`
 }
 
 // Stats counts rows from the indexes: the due index (pending and claimed,
@@ -281,7 +299,7 @@ type Stats struct {
 // Stray rows, on a shard outside 0..Shards-1, are not in these counts:
 // Stray reports what the sweep's audit last found (one read of its item).
 func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef) bool) (*Stats, error) {
-	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}}
+	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}, Exact: true, DeadCounted: DeadCountedAll}
 	stray, err := o.Audited(ctx)
 	if err != nil {
 		return nil, err
@@ -364,12 +382,43 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 		}
 		return nil
 	})
-	if err != nil || len(ordered) == 0 {
+	if err != nil || blocks == nil {
 		return st, err
 	}
-	ordered, err = o.WithGroups(ctx, ordered)
-	if err != nil {
+	if err := o.blocked(ctx, ordered, blocks, st); err != nil {
 		return nil, err
+	}
+	return st, nil
+}
+
+// CountBlocked adds to st the blocked ordered groups, as Stats counts them
+// with blocks: it reads every dead letter of a FIFO route (from the dead
+// index, then its group and place from the table), so it costs requests
+// in proportion to them. Count leaves this out; outflow stats asks for it
+// with --blocked.
+func (o *Operator) CountBlocked(ctx context.Context, blocks func(DeadRef) bool, st *Stats) error {
+	var ordered []DeadRef
+	err := o.EachDead(ctx, DeadQuery{}, func(d DeadRef) error {
+		if outbox.FIFORoute(d.Queue) {
+			ordered = append(ordered, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return o.blocked(ctx, ordered, blocks, st)
+}
+
+// blocked counts the groups the dead letters of FIFO routes block into st.
+func (o *Operator) blocked(ctx context.Context, ordered []DeadRef, blocks func(DeadRef) bool, st *Stats) error {
+	st.BlockedCounted = true
+	if len(ordered) == 0 {
+		return nil
+	}
+	ordered, err := o.WithGroups(ctx, ordered)
+	if err != nil {
+		return err
 	}
 	// A group is held by its first dead letter, by place, that blocks: under
 	// block, its earliest; under skip, one whose place cannot be read.
@@ -394,7 +443,7 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 			break
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // statuses reads the status of each key, 100 keys per request.
