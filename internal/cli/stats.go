@@ -156,17 +156,24 @@ func printCounts(w io.Writer, st *dynamo.Stats) {
 		}
 		return fmt.Sprint(v)
 	}
+	// Total.AtLeast marks any capped count; each total here is marked
+	// only when one of its own counts was.
 	fmt.Fprintln(w, "SHARD\tDUE NOW\tNOT YET DUE")
+	capped := false
 	for _, k := range slices.SortedFunc(maps.Keys(st.Shards), byNumber) {
 		c := st.Shards[k]
+		capped = capped || c.AtLeast
 		fmt.Fprintf(w, "%s\t%s\t%s\n", k, n(c.Due, c.AtLeast), n(c.Pending-c.Due, c.AtLeast))
 	}
-	fmt.Fprintf(w, "total\t%s\t%s\n\n", n(st.Total.Due, st.Total.AtLeast), n(st.Total.Pending-st.Total.Due, st.Total.AtLeast))
+	fmt.Fprintf(w, "total\t%s\t%s\n\n", n(st.Total.Due, capped), n(st.Total.Pending-st.Total.Due, capped))
 	fmt.Fprintln(w, "QUEUE\tFAILED")
+	capped = false
 	for _, k := range slices.Sorted(maps.Keys(st.Queues)) {
-		fmt.Fprintf(w, "%s\t%s\n", k, n(st.Queues[k].Failed, st.Queues[k].AtLeast))
+		c := st.Queues[k]
+		capped = capped || c.AtLeast
+		fmt.Fprintf(w, "%s\t%s\n", k, n(c.Failed, c.AtLeast))
 	}
-	fmt.Fprintf(w, "total\t%s\n\n", n(st.Total.Failed, st.Total.AtLeast))
+	fmt.Fprintf(w, "total\t%s\n\n", n(st.Total.Failed, capped))
 	fmt.Fprintln(w, "claimed rows\tcounted as due: a claim leaves the index alone (--exact tells them apart)")
 	if st.DeadCounted == dynamo.DeadCountedScan {
 		fmt.Fprintln(w, "dead letters\ttallied from a scan of the dead index: no routes known (--routes, OUTFLOW_ROUTES or --queues count each queue)")
