@@ -288,3 +288,57 @@ func TestOperatorCount_WithoutACapMatchesStats(t *testing.T) {
 		})
 	}
 }
+
+// ListDead with a limit keeps no more than a bounded number of dead letters
+// (twice the limit, at least 1,024) whatever their number, and lists what
+// a full read would: the newest, ties in index order. With a queue it
+// stops reading at the limit.
+func TestOperatorListDead_ALimitBoundsWhatIsHeldAndRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client, counter := countingClient(t)
+	table := awstest.NewTable(t)
+	var items []map[string]types.AttributeValue
+	for i := range 1100 {
+		// Many ties: 100 failure times for 1,100 rows, of 2 KB so that a
+		// queue's 733 are two pages.
+		row := outbox.Row{Key: fmt.Sprintf("dead-%05d", i), Queue: "orders", Status: outbox.StatusFailed, Attempt: 1, CreatedAt: t0,
+			FailedAt: t0.Add(time.Duration((i*37)%100) * time.Second), LastError: "boom", Payload: []byte(strings.Repeat("x", 2<<10))}
+		if i%3 == 0 {
+			row.Queue = "ghost"
+		}
+		av, err := dynamo.Encode(row, 4)
+		require.NoError(t, err)
+		items = append(items, av)
+	}
+	for chunk := range slices.Chunk(items, 25) {
+		req := make([]types.WriteRequest, len(chunk))
+		for i, it := range chunk {
+			req[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: it}}
+		}
+		_, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: req}})
+		require.NoError(t, err)
+	}
+	op, err := dynamo.NewOperator(client, dynamo.Config{Table: table, Shards: 4})
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		q    dynamo.DeadQuery
+	}{{"all queues", dynamo.DeadQuery{}}, {"one queue", dynamo.DeadQuery{Queue: "orders"}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			all, err := op.ListDead(ctx, tt.q, 0)
+			require.NoError(t, err)
+			require.Greater(t, len(all), 700)
+			for _, limit := range []int{1, 50, 300} {
+				before := counter.byOp()
+				got, err := op.ListDead(ctx, tt.q, limit)
+				require.NoError(t, err)
+				require.Equal(t, all[:limit], got, "limit %d", limit)
+				if tt.q.Queue != "" {
+					require.Equal(t, 1, counter.byOp()["Query"]-before["Query"], "limit %d: the first page only", limit)
+				}
+			}
+		})
+	}
+}

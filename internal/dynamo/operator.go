@@ -3,6 +3,7 @@ package dynamo
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -157,22 +158,39 @@ func (o *Operator) deadPages(q DeadQuery) (deadPage, error) {
 	}, nil
 }
 
-// ListDead returns up to limit dead letters (0: all), newest first.
+// ListDead returns up to limit dead letters (0: all), newest first. With
+// a queue, the index gives them newest first and the read stops at limit;
+// without one, it keeps the newest limit of those read so far, so a limit
+// bounds its memory whatever the number of dead letters.
 func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]DeadRef, error) {
 	var out []DeadRef
+	newest := func(a, b DeadRef) int { return b.FailedAt.Compare(a.FailedAt) }
 	err := o.EachDead(ctx, q, func(d DeadRef) error {
 		out = append(out, d)
+		if limit > 0 && q.Queue != "" && len(out) == limit {
+			return errListed
+		}
+		if limit > 0 && len(out) >= 2*max(limit, 512) {
+			// A stable sort keeps the order a full sort would give: every
+			// dead letter dropped has limit others ahead of it.
+			slices.SortStableFunc(out, newest)
+			out = slices.Clip(out[:limit])
+			out = append(make([]DeadRef, 0, 2*max(limit, 512)), out...)
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errListed) {
 		return nil, err
 	}
-	slices.SortStableFunc(out, func(a, b DeadRef) int { return b.FailedAt.Compare(a.FailedAt) })
+	slices.SortStableFunc(out, newest)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
 }
+
+// errListed stops a listing that has what it needs.
+var errListed = errors.New("listed enough")
 
 // Purge deletes a dead letter. Only failed rows are deleted; any other
 // gives a *outbox.ConflictError.
