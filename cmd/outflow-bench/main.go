@@ -44,7 +44,20 @@ func main() {
 	orderedRows := flag.Int("ordered-rows", 1000, "ordered rows to drain against moto, in groups of 1 and of 5")
 	hotRows := flag.Int("hot-rows", 1000, "rows of the one hot group, under the latency fakes")
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
+	only := flag.String("only", "", "run only this part and write its own file: operators (capacity-operators.md)")
+	deadLetters := flag.Int("dead-letters", 100_000, "dead letters for -only operators")
 	flag.Parse()
+	if *only != "" {
+		err := fmt.Errorf("-only %q: want operators", *only)
+		if *only == "operators" {
+			err = runOperators(*out, *deadLetters)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *memory > 0 {
 		_ = json.NewEncoder(os.Stdout).Encode(bench.SweepMemory(*memory))
 		return
