@@ -28,6 +28,7 @@ func TestRenderOperators_TabulatesEachRunAndSaysWhenBelowTheAimedSize(t *testing
 			require.Contains(t, md, "| `outflow dead redrive --all` | "+thousands(tt.dead)+" | "+thousands(tt.dead+2)+" | Scan 2, UpdateItem "+thousands(tt.dead)+" |")
 			if tt.wantBelow {
 				require.Contains(t, md, "not the 100,000 aimed at: moto redrove 100 dead letters a second")
+				require.Contains(t, md, "about 17 minutes")
 			} else {
 				require.NotContains(t, md, "aimed at")
 			}

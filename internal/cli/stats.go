@@ -46,9 +46,11 @@ func (a *app) statsCommand() *cobra.Command {
 			if f.cap < 0 {
 				return usagef("--cap must be 0 (no cap) or more, got %d", f.cap)
 			}
-			deadQueues, err := a.deadQueues(f)
-			if err != nil {
-				return err
+			var deadQueues []string
+			if !f.exact {
+				if deadQueues, err = a.deadQueues(f); err != nil {
+					return err
+				}
 			}
 			op, err := a.operator(cmd.Context())
 			if err != nil {
