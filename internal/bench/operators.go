@@ -233,10 +233,10 @@ func RenderOperators(r Operators) string {
 			run.Wall.Round(10*time.Millisecond), float64(run.PeakRSS)/1e6)
 	}
 	w("")
-	w("`outflow stats` makes count queries only: 3 per shard (due, not yet due, the oldest due entry) and 1 per dead queue (the routes and `(none)`), plus the audit item, at any backlog; " +
-		"a count stops at `--cap` (10,000 by default) entries and is then a lower bound (`≥`), so a bucket costs at most the pages those entries fill " +
-		"(moto pages by whole items, 1 MB of them; DynamoDB by index entries, which are smaller, so fewer pages): with `--cap 1000` the count of %s dead letters stops at 1,000, a lower bound, in as many requests as at 1,000. " +
-		"`--exact` reads every dead letter and the status of every due row, as `stats` did before. " +
+	w("`outflow stats` makes count queries only: 3 per shard (due, not yet due, the oldest due entry) and 1 per dead queue (the routes and `(none)`), plus the audit item, at any backlog; "+
+		"a count stops at `--cap` (10,000 by default) entries and is then a lower bound (`≥`), so a bucket costs at most the pages those entries fill "+
+		"(moto pages by whole items, 1 MB of them; DynamoDB by index entries, which are smaller, so fewer pages): with `--cap 1000` the count of %s dead letters stops at 1,000, a lower bound, in as many requests as at 1,000. "+
+		"`--exact` reads every dead letter and the status of every due row, as `stats` did before. "+
 		"`dead list` keeps the newest `--limit` (50) of the dead letters it reads; `dead redrive --all` and `dead purge --all` act on each page of the dead index as it is read, one write per dead letter, 8 at a time.", thousands(r.DeadLetters))
 	return b.String()
 }
