@@ -45,6 +45,10 @@ test: venv tools ## Run every test: unit tests and integration tests against a m
 bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency, refused writes, cost, and simulate capacity; writes docs/benchmarks.md, docs/capacity.md and docs/cost.md.
 	$(GO) run ./cmd/outflow-bench -out docs
 
+.PHONY: bench-operators
+bench-operators: venv ## Measure outflow stats, dead list, dead redrive --all and purge at 10,000 dead letters (requests, time, peak RSS); writes docs/capacity-operators.md, which capacity.md includes.
+	$(GO) run ./cmd/outflow-bench -only operators -out docs
+
 SOAK_ROWS ?= 20000
 
 .PHONY: soak

@@ -46,7 +46,15 @@ func main() {
 	groups := flag.Int("groups", 1000, "groups of 5 rows, under the latency fakes")
 	capFrom := flag.String("capacity-report", "", "render capacity.md from this saved model report instead of running the model")
 	capKeep := flag.String("capacity-save", "", "save the capacity model's report (JSON) in this file")
+	deadLetters := flag.Int("dead-letters", 10_000, "dead letters for -only operators")
 	flag.Parse()
+	if *only == "operators" {
+		if err := runOperators(*out, *deadLetters); err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *only == "capacity" {
 		if _, err := capacityModel(*out, *capFrom, *capKeep); err != nil {
 			fmt.Fprintln(os.Stderr, "outflow-bench:", err)

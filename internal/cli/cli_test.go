@@ -269,7 +269,7 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 	}
 }
 
-func TestStats_CountsPendingClaimedAndFailedFromTheIndexes(t *testing.T) {
+func TestStats_ExactCountsPendingClaimedAndFailedFromTheRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.deadLetters(t, "ghost", 2)
@@ -287,7 +287,7 @@ func TestStats_CountsPendingClaimedAndFailedFromTheIndexes(t *testing.T) {
 		Total          dynamo.Counts
 		OldestDueAgeMs int64 `json:"oldest_due_age_ms"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "stats", "--output", "json")), &st))
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "stats", "--exact", "--output", "json")), &st))
 	require.Equal(t, dynamo.Counts{Pending: 4, Due: 1, Claimed: 1}, st.Queues["orders"])
 	require.Equal(t, dynamo.Counts{Failed: 2}, st.Queues["ghost"])
 	require.Equal(t, dynamo.Counts{Pending: 4, Due: 1, Claimed: 1, Failed: 2}, st.Total)
@@ -298,9 +298,96 @@ func TestStats_CountsPendingClaimedAndFailedFromTheIndexes(t *testing.T) {
 	require.Equal(t, 5, shardTotal)
 	require.GreaterOrEqual(t, st.OldestDueAgeMs, int64(0))
 
-	table := e.ok(t, "stats")
+	table := e.ok(t, "stats", "--exact")
 	require.Contains(t, table, "QUEUE")
 	require.Contains(t, table, "SHARD")
+	require.Contains(t, table, "CLAIMED")
+}
+
+func TestStats_CountsDueLaterAndFailedWithCountQueriesByDefault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.deadLetters(t, "ghost", 2)
+	for i := range 3 {
+		e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "later-"+strconv.Itoa(i), "--delay", "1h")
+	}
+	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-1")
+	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-2")
+	_, err := e.store.Claim(context.Background(), "now-2", time.Now(), time.Minute, 8)
+	require.NoError(t, err)
+
+	tests := []struct {
+		name  string
+		args  []string
+		unset bool // no OUTFLOW_ROUTES
+		want  countedStats
+	}{
+		{
+			name: "the routes' dead queues, with ghost named",
+			args: []string{"--queues", "ghost"},
+			want: countedStats{
+				Queues: map[string]dynamo.Counts{"orders": {}, "ghost": {Failed: 2}, "(none)": {}},
+				Total:  dynamo.Counts{Pending: 5, Due: 2, Failed: 2}, Cap: dynamo.DefaultCountCap, DeadCounted: "queues",
+			},
+		},
+		{
+			name: "the routes alone miss a queue with no route",
+			want: countedStats{
+				Queues: map[string]dynamo.Counts{"orders": {}, "(none)": {}},
+				Total:  dynamo.Counts{Pending: 5, Due: 2}, Cap: dynamo.DefaultCountCap, DeadCounted: "queues",
+			},
+		},
+		{
+			name:  "a scan of the dead index without routes",
+			unset: true,
+			want: countedStats{
+				Queues: map[string]dynamo.Counts{"ghost": {Failed: 2}},
+				Total:  dynamo.Counts{Pending: 5, Due: 2, Failed: 2}, Cap: dynamo.DefaultCountCap, DeadCounted: "scan",
+			},
+		},
+		{
+			name: "a cap makes lower bounds",
+			args: []string{"--cap", "1", "--queues", "ghost"},
+			want: countedStats{
+				Queues: map[string]dynamo.Counts{"orders": {}, "ghost": {Failed: 1, AtLeast: true}, "(none)": {}},
+				// One row or none a shard bucket: not past the cap.
+				Total: dynamo.Counts{Pending: 5, Due: 2, Failed: 1, AtLeast: true}, Cap: 1, AtLeast: true, DeadCounted: "queues",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := *e
+			if tt.unset {
+				e.vars = map[string]string{"OUTFLOW_TABLE": e.table, "AWS_ENDPOINT_URL": awstest.Endpoint(), "AWS_REGION": "us-east-1"}
+				require.Contains(t, e.ok(t, "stats"), "no routes known")
+			}
+			var st countedStats
+			require.NoError(t, json.Unmarshal([]byte(e.ok(t, append([]string{"stats", "--output", "json"}, tt.args...)...)), &st))
+			require.Len(t, st.Shards, 4)
+			require.Positive(t, st.OldestDueAgeMs)
+			st.Shards, st.OldestDueAgeMs = nil, 0
+			require.Equal(t, tt.want, st)
+		})
+	}
+	table := e.ok(t, "stats", "--cap", "1", "--queues", "ghost")
+	require.Contains(t, table, "DUE NOW")
+	require.Regexp(t, `\nghost\s+≥1\n`, table)
+	require.Regexp(t, `\ntotal\s+2\s+3\n`, table, "the shards' counts were not capped")
+	require.Contains(t, table, "counts capped at")
+	require.Regexp(t, `blocked ordered groups\s+not counted \(--blocked\)`, table)
+}
+
+// countedStats is what outflow stats --output json says by default.
+type countedStats struct {
+	Queues         map[string]dynamo.Counts
+	Shards         map[string]dynamo.Counts
+	Total          dynamo.Counts
+	Exact          bool   `json:"exact"`
+	Cap            int    `json:"cap"`
+	AtLeast        bool   `json:"at_least"`
+	DeadCounted    string `json:"dead_counted"`
+	OldestDueAgeMs int64  `json:"oldest_due_age_ms"`
 }
 
 func TestSweep_NeedsRoutes(t *testing.T) {

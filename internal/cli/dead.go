@@ -195,7 +195,28 @@ type selection struct {
 	olderThan time.Duration
 }
 
-func (a *app) selectKeys(ctx context.Context, op *dynamo.Operator, keys []string, sel selection) ([]string, error) {
+// eachKey calls fn with each key of the rows named: the keys given, or
+// the dead letters of a queue or of all, page by page as the dead index
+// is read, so that no list of them all is ever held.
+func (a *app) eachKey(ctx context.Context, op *dynamo.Operator, keys []string, sel selection, fn func(string) error) error {
+	if len(keys) > 0 {
+		for _, k := range keys {
+			if err := fn(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	q := dynamo.DeadQuery{Queue: sel.queue}
+	if sel.olderThan > 0 {
+		q.Before = a.now().Add(-sel.olderThan)
+	}
+	return op.EachDead(ctx, q, func(d dynamo.DeadRef) error { return fn(d.Key) })
+}
+
+// checkSelection refuses a selection that is not exactly one of keys,
+// --queue and --all.
+func checkSelection(keys []string, sel selection) error {
 	n := 0
 	for _, set := range []bool{len(keys) > 0, sel.queue != "", sel.all} {
 		if set {
@@ -203,24 +224,12 @@ func (a *app) selectKeys(ctx context.Context, op *dynamo.Operator, keys []string
 		}
 	}
 	if n != 1 {
-		return nil, usagef("name the rows: KEY..., --queue Q or --all (exactly one)")
+		return usagef("name the rows: KEY..., --queue Q or --all (exactly one)")
 	}
-	if len(keys) > 0 {
-		if sel.olderThan > 0 {
-			return nil, usagef("--older-than applies to --queue or --all, not to keys")
-		}
-		return keys, nil
+	if len(keys) > 0 && sel.olderThan > 0 {
+		return usagef("--older-than applies to --queue or --all, not to keys")
 	}
-	q := dynamo.DeadQuery{Queue: sel.queue}
-	if sel.olderThan > 0 {
-		q.Before = a.now().Add(-sel.olderThan)
-	}
-	var out []string
-	err := op.EachDead(ctx, q, func(d dynamo.DeadRef) error {
-		out = append(out, d.Key)
-		return nil
-	})
-	return out, err
+	return nil
 }
 
 // bulkResult is what redrive and purge report.
@@ -232,37 +241,51 @@ type bulkResult struct {
 	Keys    []string `json:"keys,omitempty"`
 }
 
-// apply runs op on every key (8 at a time), counting refused writes as
-// skipped (the row was not a dead letter), with a progress bar for bulk.
-func (a *app) apply(ctx context.Context, action string, keys []string, op func(context.Context, string) error) (bulkResult, error) {
+// apply runs op on every key each gives (8 at a time, as each reads
+// them), counting refused writes as skipped (the row was not a dead
+// letter), with a progress line for more than one key. The keys stream
+// from each to the workers: memory stays the same whatever their number.
+// An error reading the keys stops the run; errors of op do not.
+func (a *app) apply(ctx context.Context, action string, each func(fn func(string) error) error, op func(context.Context, string) error) (bulkResult, error) {
 	res := bulkResult{Action: action}
 	var mu sync.Mutex
 	var errs []error
-	bar := &progress{w: a.stderr, label: action, total: len(keys)}
-	sem := make(chan struct{}, 8)
+	bar := &progress{w: a.stderr, label: action}
+	keys := make(chan string)
 	var wg sync.WaitGroup
-	for _, k := range keys {
+	for range 8 {
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			err := op(ctx, k)
-			mu.Lock()
-			defer mu.Unlock()
-			var conflict *outbox.ConflictError
-			switch {
-			case err == nil:
-				res.Done++
-			case errors.As(err, &conflict):
-				res.Skipped++
-			default:
-				errs = append(errs, err)
-			}
-			if len(keys) > 1 {
+			for k := range keys {
+				err := op(ctx, k)
+				mu.Lock()
+				var conflict *outbox.ConflictError
+				switch {
+				case err == nil:
+					res.Done++
+				case errors.As(err, &conflict):
+					res.Skipped++
+				default:
+					errs = append(errs, err)
+				}
 				bar.step()
+				mu.Unlock()
 			}
 		})
 	}
+	err := each(func(k string) error {
+		select {
+		case keys <- k:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(keys)
 	wg.Wait()
+	bar.finish()
+	if err != nil {
+		errs = append([]error{fmt.Errorf("read dead letters: %w", err)}, errs...)
+	}
 	return res, errors.Join(errs...)
 }
 
@@ -287,19 +310,28 @@ func (a *app) deadRedriveCommand() *cobra.Command {
 		Short: "Return dead letters to pending with a fresh attempt budget, due now",
 		Long:  "Redrive is conditional: only rows that are still failed move; others are counted as skipped.",
 		RunE: func(cmd *cobra.Command, keys []string) error {
+			if err := checkSelection(keys, sel); err != nil {
+				return err
+			}
 			op, err := a.operator(cmd.Context())
 			if err != nil {
 				return err
 			}
-			keys, err = a.selectKeys(cmd.Context(), op, keys, sel)
-			if err != nil {
-				return err
-			}
+			each := func(fn func(string) error) error { return a.eachKey(cmd.Context(), op, keys, sel, fn) }
 			if dryRun {
-				return a.report(bulkResult{Action: "redrive", DryRun: true, Keys: keys}, "")
+				// The list is the output: held, as it is printed whole.
+				res := bulkResult{Action: "redrive", DryRun: true}
+				err := each(func(k string) error {
+					res.Keys = append(res.Keys, k)
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("read dead letters: %w", err)
+				}
+				return a.report(res, "")
 			}
 			now := a.now()
-			res, err := a.apply(cmd.Context(), "redrive", keys, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) })
+			res, err := a.apply(cmd.Context(), "redrive", each, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) })
 			if rerr := a.report(res, "redriven"); rerr != nil {
 				return rerr
 			}
@@ -323,15 +355,15 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 			if !yes {
 				return usagef("purge deletes dead letters for good: add --yes to confirm")
 			}
+			if err := checkSelection(keys, sel); err != nil {
+				return err
+			}
 			op, err := a.operator(cmd.Context())
 			if err != nil {
 				return err
 			}
-			keys, err = a.selectKeys(cmd.Context(), op, keys, sel)
-			if err != nil {
-				return err
-			}
-			res, err := a.apply(cmd.Context(), "purge", keys, op.Purge)
+			each := func(fn func(string) error) error { return a.eachKey(cmd.Context(), op, keys, sel, fn) }
+			res, err := a.apply(cmd.Context(), "purge", each, op.Purge)
 			if rerr := a.report(res, "purged"); rerr != nil {
 				return rerr
 			}

@@ -100,7 +100,7 @@ type blocked struct {
 func (e *orderedEnv) stats(t *testing.T, extra ...string) blocked {
 	t.Helper()
 	var b blocked
-	require.NoError(t, json.Unmarshal([]byte(e.ok(t, append([]string{"stats", "--output", "json"}, extra...)...)), &b))
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, append([]string{"stats", "--blocked", "--output", "json"}, extra...)...)), &b))
 	require.NotNil(t, b.Groups, "stats reports blocked_groups")
 	require.NotNil(t, b.AgeMs, "stats reports oldest_blocked_age_ms")
 	return b
@@ -189,7 +189,7 @@ func TestOperator_ADeadHeadBlocksItsGroupUntilPurgedOrRedriven(t *testing.T) {
 			require.Equal(t, 1, *st.Groups)
 			require.Positive(t, *st.AgeMs, "the head has been dead a while")
 			require.Less(t, *st.AgeMs, int64(60_000))
-			table = e.ok(t, "stats")
+			table = e.ok(t, "stats", "--blocked")
 			require.Regexp(t, `blocked ordered groups\s+1\n`, table)
 
 			out := tt.release(t, e, keys[0])

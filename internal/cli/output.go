@@ -54,22 +54,25 @@ func when(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// progress draws a one-line progress bar on w.
+// progress draws a one-line progress count on w while a bulk command
+// runs (how many there are is not known until the dead index has been
+// read to its end) and a full bar when it is done.
 type progress struct {
 	w     io.Writer
 	label string
-	total int
 	done  int
 }
 
 func (p *progress) step() {
 	p.done++
-	if p.total < 20 || p.done%max(1, p.total/100) == 0 || p.done == p.total {
-		width := 30
-		filled := width * p.done / max(1, p.total)
-		fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d", p.label, strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.done, p.total)
-		if p.done == p.total {
-			fmt.Fprintln(p.w)
-		}
+	if p.done%100 == 0 {
+		fmt.Fprintf(p.w, "\r%s %d", p.label, p.done)
+	}
+}
+
+// finish draws the full bar, for more than one row.
+func (p *progress) finish() {
+	if p.done > 1 {
+		fmt.Fprintf(p.w, "\r%s [%s] %d/%d\n", p.label, strings.Repeat("#", 30), p.done, p.done)
 	}
 }

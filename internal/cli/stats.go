@@ -5,21 +5,35 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
+// statsFlags are the flags of outflow stats.
+type statsFlags struct {
+	exact, blocked bool
+	cap            int
+	routes, queues string
+}
+
 func (a *app) statsCommand() *cobra.Command {
+	var f statsFlags
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Count pending, claimed and failed rows per queue and per shard, the backlog lag, and the blocked ordered groups",
-		Long: "Counts come from the indexes: the due index (with the queue projected) and the dead index. " +
-			"Only rows already due are read from the table, for their status, and dead letters of FIFO routes, for their group. No table scan. " +
-			"An ordered group is blocked when its earliest dead letter blocks it (see dead list); " +
-			"the oldest blocked age is how long the oldest such dead letter has been dead. " +
+		Short: "Count due, not yet due and failed rows per shard and per queue, and the backlog lag; --exact and --blocked read rows for claimed rows and blocked ordered groups",
+		Long: "By default stats makes count queries only, a fixed number whatever the backlog: per shard, the due-index entries due now " +
+			"and not yet due, and the oldest due entry; per dead queue (the route names of --routes or OUTFLOW_ROUTES, --queues, and (none)), " +
+			"the dead-index entries. Each count stops at --cap entries and is then reported as a lower bound (≥). " +
+			"A claim leaves the index alone, so due counts claimed rows too; without routes, dead letters are tallied from a scan of the " +
+			"dead index, capped alike. --exact reads every due row's status and every dead letter (requests and memory grow with the " +
+			"backlog) to tell claimed rows apart, count each queue's pending and due rows, and the blocked ordered groups. " +
+			"--blocked counts only the blocked ordered groups: an ordered group is blocked when its earliest dead letter blocks it " +
+			"(see dead list), and the oldest blocked age is how long the oldest such dead letter has been dead. " +
 			"Stray rows, on a shard the sweep never queries (a producer with a larger OUTFLOW_SHARDS, or a shard that is not a number), " +
 			"are not in the counts: the sweep's audit finds them and moves them to their key's shard, and stats reports what it found, " +
 			"in its last full pass over the due index, in the pass under way, and in all.",
@@ -29,14 +43,30 @@ func (a *app) statsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if f.cap < 0 {
+				return usagef("--cap must be 0 (no cap) or more, got %d", f.cap)
+			}
+			var deadQueues []string
+			if !f.exact {
+				if deadQueues, err = a.deadQueues(f); err != nil {
+					return err
+				}
+			}
 			op, err := a.operator(cmd.Context())
 			if err != nil {
 				return err
 			}
 			now := a.now()
-			st, err := op.Stats(cmd.Context(), now, func(d dynamo.DeadRef) bool {
-				return outbox.DeadLetterBlocks(ordered, d.Link())
-			})
+			blocks := func(d dynamo.DeadRef) bool { return outbox.DeadLetterBlocks(ordered, d.Link()) }
+			var st *dynamo.Stats
+			if f.exact {
+				st, err = op.Stats(cmd.Context(), now, blocks)
+			} else {
+				st, err = op.Count(cmd.Context(), now, dynamo.CountQuery{DeadQueues: deadQueues, Cap: f.cap})
+				if err == nil && f.blocked {
+					err = op.CountBlocked(cmd.Context(), blocks, st)
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)
 			}
@@ -52,23 +82,115 @@ func (a *app) statsCommand() *cobra.Command {
 				out.OldestBlockedAgeMs = max(0, now.Sub(st.OldestBlocked).Milliseconds())
 			}
 			return a.emit(out, func(w io.Writer) {
-				table := func(title string, m map[string]*dynamo.Counts) {
-					fmt.Fprintf(w, "%s\tPENDING\tDUE NOW\tCLAIMED\tFAILED\n", title)
-					for _, k := range slices.Sorted(maps.Keys(m)) {
-						c := m[k]
-						fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", k, c.Pending, c.Due, c.Claimed, c.Failed)
-					}
+				if st.Exact {
+					printExact(w, st)
+				} else {
+					printCounts(w, st)
 				}
-				table("QUEUE", st.Queues)
-				fmt.Fprintf(w, "total\t%d\t%d\t%d\t%d\n\n", st.Total.Pending, st.Total.Due, st.Total.Claimed, st.Total.Failed)
-				table("SHARD", st.Shards)
 				fmt.Fprintf(w, "\noldest due row waiting\t%dms\n", out.OldestDueAgeMs)
-				fmt.Fprintf(w, "blocked ordered groups\t%d\n", st.BlockedGroups)
-				fmt.Fprintf(w, "oldest blocked head\t%dms\n", out.OldestBlockedAgeMs)
+				if st.BlockedCounted {
+					fmt.Fprintf(w, "blocked ordered groups\t%d\n", st.BlockedGroups)
+					fmt.Fprintf(w, "oldest blocked head\t%dms\n", out.OldestBlockedAgeMs)
+				} else {
+					fmt.Fprintln(w, "blocked ordered groups\tnot counted (--blocked)")
+				}
 				fmt.Fprintf(w, "stray rows found by the audit\t%d last pass, %d this pass, %d in all\n", st.Stray.LastPass, st.Stray.ThisPass, st.Stray.Total)
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&f.exact, "exact", false, "read every due row's status and every dead letter: claimed rows, per-queue pending and due, blocked groups (costs grow with the backlog)")
+	cmd.Flags().BoolVar(&f.blocked, "blocked", false, "also count the blocked ordered groups (reads every dead letter of a FIFO route)")
+	cmd.Flags().IntVar(&f.cap, "cap", dynamo.DefaultCountCap, "count at most this many index entries per shard bucket and dead queue, then report a lower bound (0: count to the end)")
+	cmd.Flags().StringVar(&f.routes, "routes", "", "queue routes name=url,... whose dead letters to count (default $OUTFLOW_ROUTES)")
+	cmd.Flags().StringVar(&f.queues, "queues", "", "more queues whose dead letters to count, name,... (a queue with no route)")
 	a.orderedFlag(cmd)
 	return cmd
+}
+
+// deadQueues is the dead-index partitions stats counts: the route names,
+// --queues and "(none)"; none at all when neither routes nor queues are
+// known, and Count then tallies a scan of the dead index.
+func (a *app) deadQueues(f statsFlags) ([]string, error) {
+	v, from := f.routes, "--routes"
+	if v == "" {
+		v, from = a.getenv("OUTFLOW_ROUTES"), "OUTFLOW_ROUTES"
+	}
+	routes, err := delivery.ParseRoutes(v)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", from, err)}
+	}
+	set := map[string]bool{}
+	for name := range routes {
+		set[name] = true
+	}
+	for _, q := range strings.Split(f.queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			set[q] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	set[dynamo.DeadQueueNone] = true
+	return slices.Sorted(maps.Keys(set)), nil
+}
+
+// printExact prints what Stats read: every state per queue and per shard.
+func printExact(w io.Writer, st *dynamo.Stats) {
+	table := func(title string, m map[string]*dynamo.Counts) {
+		fmt.Fprintf(w, "%s\tPENDING\tDUE NOW\tCLAIMED\tFAILED\n", title)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			c := m[k]
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", k, c.Pending, c.Due, c.Claimed, c.Failed)
+		}
+	}
+	table("QUEUE", st.Queues)
+	fmt.Fprintf(w, "total\t%d\t%d\t%d\t%d\n\n", st.Total.Pending, st.Total.Due, st.Total.Claimed, st.Total.Failed)
+	table("SHARD", st.Shards)
+}
+
+// printCounts prints what Count counted: due and not yet due per shard,
+// dead letters per queue, ≥ before a lower bound.
+func printCounts(w io.Writer, st *dynamo.Stats) {
+	n := func(v int, atLeast bool) string {
+		if atLeast {
+			return fmt.Sprintf("≥%d", v)
+		}
+		return fmt.Sprint(v)
+	}
+	// Total.AtLeast marks any capped count; each total here is marked
+	// only when one of its own counts was.
+	fmt.Fprintln(w, "SHARD\tDUE NOW\tNOT YET DUE")
+	capped := false
+	for _, k := range slices.SortedFunc(maps.Keys(st.Shards), byNumber) {
+		c := st.Shards[k]
+		capped = capped || c.AtLeast
+		fmt.Fprintf(w, "%s\t%s\t%s\n", k, n(c.Due, c.AtLeast), n(c.Pending-c.Due, c.AtLeast))
+	}
+	fmt.Fprintf(w, "total\t%s\t%s\n\n", n(st.Total.Due, capped), n(st.Total.Pending-st.Total.Due, capped))
+	fmt.Fprintln(w, "QUEUE\tFAILED")
+	capped = false
+	for _, k := range slices.Sorted(maps.Keys(st.Queues)) {
+		c := st.Queues[k]
+		capped = capped || c.AtLeast
+		fmt.Fprintf(w, "%s\t%s\n", k, n(c.Failed, c.AtLeast))
+	}
+	fmt.Fprintf(w, "total\t%s\n\n", n(st.Total.Failed, capped))
+	fmt.Fprintln(w, "claimed rows\tcounted as due: a claim leaves the index alone (--exact tells them apart)")
+	if st.DeadCounted == dynamo.DeadCountedScan {
+		fmt.Fprintln(w, "dead letters\ttallied from a scan of the dead index: no routes known (--routes, OUTFLOW_ROUTES or --queues count each queue)")
+	} else {
+		fmt.Fprintln(w, "dead letters\tof the queues listed only (--queues adds a queue with no route; --exact reads them all)")
+	}
+	if st.Cap > 0 {
+		fmt.Fprintf(w, "counts capped at\t%d entries per shard bucket and dead queue; ≥ marks a lower bound (--cap 0 counts to the end)\n", st.Cap)
+	}
+}
+
+// byNumber orders shard names as numbers.
+func byNumber(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
 }

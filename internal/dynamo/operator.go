@@ -3,6 +3,7 @@ package dynamo
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -157,22 +158,39 @@ func (o *Operator) deadPages(q DeadQuery) (deadPage, error) {
 	}, nil
 }
 
-// ListDead returns up to limit dead letters (0: all), newest first.
+// ListDead returns up to limit dead letters (0: all), newest first. With
+// a queue, the index gives them newest first and the read stops at limit;
+// without one, it keeps the newest limit of those read so far, so a limit
+// bounds its memory whatever the number of dead letters.
 func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]DeadRef, error) {
 	var out []DeadRef
+	newest := func(a, b DeadRef) int { return b.FailedAt.Compare(a.FailedAt) }
 	err := o.EachDead(ctx, q, func(d DeadRef) error {
 		out = append(out, d)
+		if limit > 0 && q.Queue != "" && len(out) == limit {
+			return errListed
+		}
+		if limit > 0 && len(out) >= 2*max(limit, 512) {
+			// A stable sort keeps the order a full sort would give: every
+			// dead letter dropped has limit others ahead of it.
+			slices.SortStableFunc(out, newest)
+			out = slices.Clip(out[:limit])
+			out = append(make([]DeadRef, 0, 2*max(limit, 512)), out...)
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errListed) {
 		return nil, err
 	}
-	slices.SortStableFunc(out, func(a, b DeadRef) int { return b.FailedAt.Compare(a.FailedAt) })
+	slices.SortStableFunc(out, newest)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
 }
+
+// errListed stops a listing that has what it needs.
+var errListed = errors.New("listed enough")
 
 // Purge deletes a dead letter. Only failed rows are deleted; any other
 // gives a *outbox.ConflictError.
@@ -245,6 +263,8 @@ type Counts struct {
 	Due     int `json:"due"`
 	Claimed int `json:"claimed"`
 	Failed  int `json:"failed"`
+	// AtLeast marks counts that reached Count's cap: lower bounds.
+	AtLeast bool `json:"at_least,omitempty"`
 }
 
 // Stats is the backlog, per queue and per shard.
@@ -264,6 +284,22 @@ type Stats struct {
 	// never queries, which the per-shard counts above cannot see: read
 	// from the audit item, not counted afresh.
 	Stray AuditCounts `json:"stray"`
+	// Exact is true when every due row's status and every dead letter was
+	// read (Stats): Claimed is told from Pending, Queues hold pending and
+	// due rows too. False for Count, whose Due includes claimed rows,
+	// whose Claimed is 0, whose Queues hold dead letters only, and which
+	// counts no blocked group unless CountBlocked adds them.
+	Exact bool `json:"exact"`
+	// BlockedCounted is true when BlockedGroups and OldestBlocked were
+	// counted (Stats with blocks, or CountBlocked).
+	BlockedCounted bool `json:"blocked_counted"`
+	// Cap is Count's cap on each count, 0 for none; AtLeast is set when
+	// some count reached it, and is a lower bound.
+	Cap     int  `json:"cap"`
+	AtLeast bool `json:"at_least"`
+	// DeadCounted says how dead letters were counted: DeadCountedQueues,
+	// DeadCountedScan or DeadCountedAll.
+	DeadCounted string `json:"dead_counted"`
 }
 
 // Stats counts rows from the indexes: the due index (pending and claimed,
@@ -281,7 +317,7 @@ type Stats struct {
 // Stray rows, on a shard outside 0..Shards-1, are not in these counts:
 // Stray reports what the sweep's audit last found (one read of its item).
 func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef) bool) (*Stats, error) {
-	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}}
+	st := &Stats{Queues: map[string]*Counts{}, Shards: map[string]*Counts{}, Exact: true, DeadCounted: DeadCountedAll}
 	stray, err := o.Audited(ctx)
 	if err != nil {
 		return nil, err
@@ -364,12 +400,43 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 		}
 		return nil
 	})
-	if err != nil || len(ordered) == 0 {
+	if err != nil || blocks == nil {
 		return st, err
 	}
-	ordered, err = o.WithGroups(ctx, ordered)
-	if err != nil {
+	if err := o.blocked(ctx, ordered, blocks, st); err != nil {
 		return nil, err
+	}
+	return st, nil
+}
+
+// CountBlocked adds to st the blocked ordered groups, as Stats counts them
+// with blocks: it reads every dead letter of a FIFO route (from the dead
+// index, then its group and place from the table), so it costs requests
+// in proportion to them. Count leaves this out; outflow stats asks for it
+// with --blocked.
+func (o *Operator) CountBlocked(ctx context.Context, blocks func(DeadRef) bool, st *Stats) error {
+	var ordered []DeadRef
+	err := o.EachDead(ctx, DeadQuery{}, func(d DeadRef) error {
+		if outbox.FIFORoute(d.Queue) {
+			ordered = append(ordered, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return o.blocked(ctx, ordered, blocks, st)
+}
+
+// blocked counts the groups the dead letters of FIFO routes block into st.
+func (o *Operator) blocked(ctx context.Context, ordered []DeadRef, blocks func(DeadRef) bool, st *Stats) error {
+	st.BlockedCounted = true
+	if len(ordered) == 0 {
+		return nil
+	}
+	ordered, err := o.WithGroups(ctx, ordered)
+	if err != nil {
+		return err
 	}
 	// A group is held by its first dead letter, by place, that blocks: under
 	// block, its earliest; under skip, one whose place cannot be read.
@@ -394,7 +461,7 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 			break
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // statuses reads the status of each key, 100 keys per request.
