@@ -18,7 +18,16 @@ import (
 // backstop's K sweeps run side by side, each with its own timeout, memory
 // and concurrency slot, all of which Lambda provides.
 type Invoker interface {
-	Invoke(ctx context.Context, p outbox.Partition) error
+	Invoke(ctx context.Context, ev PartitionEvent) error
+}
+
+// PartitionEvent is the event the fan-out sends: {"partition": i, "of": k,
+// "until": ms}. Until is when the next scheduled sweep begins, in Unix
+// milliseconds (0: not known): the partition stops claiming before it,
+// however late Lambda's queue runs the event.
+type PartitionEvent struct {
+	outbox.Partition
+	Until int64 `json:"until,omitempty"`
 }
 
 // LambdaAPI is the part of the Lambda client the fan-out uses.
@@ -38,8 +47,9 @@ type LambdaInvoker struct {
 }
 
 // Invoke implements Invoker.
-func (l LambdaInvoker) Invoke(ctx context.Context, p outbox.Partition) error {
-	payload, err := json.Marshal(p)
+func (l LambdaInvoker) Invoke(ctx context.Context, ev PartitionEvent) error {
+	p := ev.Partition
+	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode partition %s: %w", p, err)
 	}
@@ -54,10 +64,10 @@ func (l LambdaInvoker) Invoke(ctx context.Context, p outbox.Partition) error {
 	return nil
 }
 
-// fanOut starts partitions 1 to k-1 through inv, all at once, and returns
-// the partitions it could not start with their errors. Partition 0 is the
-// caller's own.
-func fanOut(ctx context.Context, inv Invoker, k int) map[outbox.Partition]error {
+// fanOut starts partitions 1 to k-1 through inv, all at once, each to stop
+// claiming before until, and returns the partitions it could not start
+// with their errors. Partition 0 is the caller's own.
+func fanOut(ctx context.Context, inv Invoker, k int, until int64) map[outbox.Partition]error {
 	var (
 		mu     sync.Mutex
 		failed = map[outbox.Partition]error{}
@@ -75,7 +85,7 @@ func fanOut(ctx context.Context, inv Invoker, k int) map[outbox.Partition]error 
 					mu.Unlock()
 				}
 			}()
-			if err := inv.Invoke(ctx, p); err != nil {
+			if err := inv.Invoke(ctx, PartitionEvent{Partition: p, Until: until}); err != nil {
 				mu.Lock()
 				failed[p] = err
 				mu.Unlock()

@@ -30,7 +30,8 @@ type recordingInvoker struct {
 	fail    map[int]bool
 }
 
-func (r *recordingInvoker) Invoke(_ context.Context, p outbox.Partition) error {
+func (r *recordingInvoker) Invoke(_ context.Context, ev handler.PartitionEvent) error {
+	p := ev.Partition
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.started = append(r.started, p)

@@ -28,7 +28,8 @@ type scriptedInvoker struct {
 	panic bool
 }
 
-func (f *scriptedInvoker) Invoke(ctx context.Context, p outbox.Partition) error {
+func (f *scriptedInvoker) Invoke(ctx context.Context, ev handler.PartitionEvent) error {
+	p := ev.Partition
 	f.mu.Lock()
 	f.calls = append(f.calls, p)
 	f.mu.Unlock()

@@ -19,7 +19,7 @@ import (
 // account.
 type deniedInvoker struct{}
 
-func (deniedInvoker) Invoke(context.Context, outbox.Partition) error {
+func (deniedInvoker) Invoke(context.Context, handler.PartitionEvent) error {
 	return errors.New("AccessDeniedException: not authorized to perform lambda:InvokeFunction")
 }
 

@@ -30,11 +30,10 @@ func NewSweep(rt *Runtime) *Sweep { return &Sweep{rt: rt} }
 // lease shorter than the timeout, a partition event that is not one of
 // this function's partitions — so the Errors alarm fires.
 func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Summary, error) {
-	start := time.Now()
 	k := s.rt.Config.SweepPartitions
-	p, scheduled, err := partitionOf(event, k)
+	order, err := readSweepEvent(event, k)
 	if err == nil {
-		err = p.Validate(s.rt.Config.Store.Shards)
+		err = order.p.Validate(s.rt.Config.Store.Shards)
 	}
 	if err != nil {
 		s.rt.Log.ErrorContext(ctx, "sweep refused: not a partition of this function", "error", err,
@@ -47,16 +46,12 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 			return telemetry.Summary{Function: "sweep", Stopped: "refused"}, err
 		}
 	}
-	// The next scheduled sweep of these shards begins one period after
-	// this one did, however long the fan-out took.
-	var next time.Time
-	if s.rt.Config.SweepRate > 0 {
-		next = start.Add(s.rt.Config.SweepRate)
+	next := order.next(time.Now(), s.rt.Config.SweepRate)
+	parts := []outbox.Partition{order.p}
+	if order.scheduled && k > 1 {
+		parts = append(parts, s.fanOut(ctx, k, next)...)
 	}
-	parts := []outbox.Partition{p}
-	if scheduled && k > 1 {
-		parts = append(parts, s.fanOut(ctx, k)...)
-	}
+	scheduled := order.scheduled
 	// The audit goes first, so the rows it moves to these shards are swept
 	// in this run (rows it moves to another partition's shards go in that
 	// partition's next sweep); only the scheduled sweep runs it, since it
@@ -84,26 +79,71 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 	return sum, nil
 }
 
-// partitionOf reads the partition an event names, or, for an event that
-// names none (no "partition" and no "of"), returns partition 0 of k and
-// scheduled. An event that names a partition must name one of this
-// function's k, with whole numbers: anything else is an error, never the
-// scheduled sweep (which would fan out a second time).
-func partitionOf(event json.RawMessage, k int) (p outbox.Partition, scheduled bool, err error) {
+// sweepOrder is what an event asks of a sweep.
+type sweepOrder struct {
+	p outbox.Partition
+	// scheduled is the schedule's own invocation: partition 0, which
+	// starts the others and runs the audit.
+	scheduled bool
+	// began is when the schedule fired, from the event (EventBridge
+	// Scheduler's <aws.scheduler.scheduled-time>, which the template puts
+	// in it), or zero.
+	began time.Time
+	// until is a partition event's stop: the next scheduled sweep's start.
+	until time.Time
+}
+
+// next is when the next scheduled sweep of these shards begins (zero when
+// the schedule's rate is not known): one period after this one's schedule
+// fired, however late Lambda's queue delivered the event and however long
+// the fan-out took, so a late sweep claims less rather than racing the
+// next one.
+func (o sweepOrder) next(now time.Time, rate time.Duration) time.Time {
+	switch {
+	case rate <= 0:
+		return time.Time{}
+	case !o.until.IsZero():
+		return o.until
+	case o.scheduled && !o.began.IsZero() && o.began.Before(now):
+		return o.began.Add(rate)
+	}
+	return now.Add(rate)
+}
+
+// readSweepEvent reads what an event asks. One that names no partition
+// (no "partition" and no "of") is the scheduled sweep: partition 0 of k,
+// with the schedule's time if it carries "scheduled_time". One that names
+// a partition must name one of this function's k, with whole numbers, and
+// an "until" in whole Unix milliseconds if any: anything else is an error,
+// never the scheduled sweep (which would fan out a second time).
+func readSweepEvent(event json.RawMessage, k int) (sweepOrder, error) {
 	var named map[string]json.RawMessage
 	if json.Unmarshal(event, &named) != nil || (named["partition"] == nil && named["of"] == nil) {
-		return outbox.Partition{Index: 0, Count: k}, true, nil
+		o := sweepOrder{p: outbox.Partition{Index: 0, Count: k}, scheduled: true}
+		var at string
+		if json.Unmarshal(named["scheduled_time"], &at) == nil {
+			o.began, _ = time.Parse(time.RFC3339, at)
+		}
+		return o, nil
 	}
 	index, ierr := wholeNumber(named["partition"])
 	count, cerr := wholeNumber(named["of"])
-	if ierr != nil || cerr != nil {
-		return p, false, fmt.Errorf("partition event %.200s: want {\"partition\": i, \"of\": k} with whole numbers", event)
+	var until int
+	var uerr error
+	if named["until"] != nil {
+		until, uerr = wholeNumber(named["until"])
 	}
-	p = outbox.Partition{Index: index, Count: count}
-	if p.Count != k {
-		return p, false, fmt.Errorf("partition event %s: this function sweeps %d partitions (OUTFLOW_SWEEP_PARTITIONS); an event sent before it changed is dropped, its shards go in this function's own partitions", p, k)
+	o := sweepOrder{p: outbox.Partition{Index: index, Count: count}}
+	if ierr != nil || cerr != nil || uerr != nil || until < 0 {
+		return o, fmt.Errorf("partition event %.200s: want {\"partition\": i, \"of\": k, \"until\": ms} with whole numbers", event)
 	}
-	return p, false, nil
+	if count != k {
+		return o, fmt.Errorf("partition event %s: this function sweeps %d partitions (OUTFLOW_SWEEP_PARTITIONS); an event sent before it changed is dropped, its shards go in this function's own partitions", o.p, k)
+	}
+	if until > 0 {
+		o.until = time.UnixMilli(int64(until))
+	}
+	return o, nil
 }
 
 // wholeNumber reads a JSON integer that fits an int: not null, a string,
@@ -134,7 +174,7 @@ const fanOutTimeout = 2 * time.Second
 // each logged; the scheduled sweep sweeps them itself. One whose Invoke
 // went through after all is then swept twice: the claims are conditional,
 // so that costs refused writes, never a second send.
-func (s *Sweep) fanOut(ctx context.Context, k int) []outbox.Partition {
+func (s *Sweep) fanOut(ctx context.Context, k int, next time.Time) []outbox.Partition {
 	if s.rt.Invoker == nil {
 		s.rt.Log.ErrorContext(ctx, "sweep partitions not started: no invoker (AWS_LAMBDA_FUNCTION_NAME unset); sweeping them here", "partitions", k)
 		var all []outbox.Partition
@@ -145,7 +185,11 @@ func (s *Sweep) fanOut(ctx context.Context, k int) []outbox.Partition {
 	}
 	ctx, cancel := context.WithTimeout(ctx, fanOutTimeout)
 	defer cancel()
-	failed := fanOut(ctx, s.rt.Invoker, k)
+	var until int64
+	if !next.IsZero() {
+		until = next.UnixMilli()
+	}
+	failed := fanOut(ctx, s.rt.Invoker, k, until)
 	var left []outbox.Partition
 	for i := 1; i < k; i++ {
 		p := outbox.Partition{Index: i, Count: k}

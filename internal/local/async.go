@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/handler"
 )
 
 // errQueueFull is what an asynchronous invoke gets when the local queue
@@ -51,8 +51,9 @@ func (q *asyncQueue) enqueue(payload []byte) error {
 }
 
 // Invoke implements handler.Invoker: it queues the partition's event.
-func (q *asyncQueue) Invoke(_ context.Context, p outbox.Partition) error {
-	payload, err := json.Marshal(p)
+func (q *asyncQueue) Invoke(_ context.Context, ev handler.PartitionEvent) error {
+	p := ev.Partition
+	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode partition %s: %w", p, err)
 	}

@@ -39,22 +39,22 @@ func TestAsyncQueue_TakesTheSweepsOwnInvokesAsLambdaWould(t *testing.T) {
 	client := invokeEndpoint(t, q)
 
 	p := outbox.Partition{Index: 1, Count: 2}
-	require.NoError(t, handler.LambdaInvoker{API: client, Function: q.function}.Invoke(ctx, p))
+	require.NoError(t, handler.LambdaInvoker{API: client, Function: q.function}.Invoke(ctx, handler.PartitionEvent{Partition: p}))
 	ev := <-q.events
 	var got outbox.Partition
 	require.NoError(t, json.Unmarshal(ev.payload, &got))
 	require.Equal(t, p, got)
 
 	var notFound *types.ResourceNotFoundException
-	require.ErrorAs(t, handler.LambdaInvoker{API: client, Function: "another"}.Invoke(ctx, p), &notFound)
+	require.ErrorAs(t, handler.LambdaInvoker{API: client, Function: "another"}.Invoke(ctx, handler.PartitionEvent{Partition: p}), &notFound)
 
 	_, err := client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(q.function), Payload: []byte(`{}`)})
 	var invalid *types.InvalidParameterValueException
 	require.ErrorAs(t, err, &invalid, "only asynchronous invokes")
 
-	require.NoError(t, handler.LambdaInvoker{API: client, Function: q.function}.Invoke(ctx, p))
+	require.NoError(t, handler.LambdaInvoker{API: client, Function: q.function}.Invoke(ctx, handler.PartitionEvent{Partition: p}))
 	var throttled *types.TooManyRequestsException
-	require.ErrorAs(t, handler.LambdaInvoker{API: client, Function: q.function}.Invoke(ctx, p), &throttled, "the queue holds one event")
+	require.ErrorAs(t, handler.LambdaInvoker{API: client, Function: q.function}.Invoke(ctx, handler.PartitionEvent{Partition: p}), &throttled, "the queue holds one event")
 	require.Len(t, q.events, 1)
 }
 
@@ -66,10 +66,10 @@ func TestAsyncQueue_InProcessInvokesQueueUntilFull(t *testing.T) {
 	q := newAsyncQueue("sweep", 2, 0)
 	var inv handler.Invoker = q
 	for i := 1; i <= 2; i++ {
-		require.NoError(t, inv.Invoke(context.Background(), outbox.Partition{Index: i, Count: 3}))
+		require.NoError(t, inv.Invoke(context.Background(), handler.PartitionEvent{Partition: outbox.Partition{Index: i, Count: 3}, Until: int64(i)}))
 	}
-	require.ErrorIs(t, inv.Invoke(context.Background(), outbox.Partition{Index: 1, Count: 3}), errQueueFull)
-	for _, want := range []string{`{"partition":1,"of":3}`, `{"partition":2,"of":3}`} {
+	require.ErrorIs(t, inv.Invoke(context.Background(), handler.PartitionEvent{Partition: outbox.Partition{Index: 1, Count: 3}}), errQueueFull)
+	for _, want := range []string{`{"partition":1,"of":3,"until":1}`, `{"partition":2,"of":3,"until":2}`} {
 		require.JSONEq(t, want, string((<-q.events).payload))
 	}
 }

@@ -95,6 +95,18 @@ type Runner struct {
 	pids []int
 }
 
+// localRate is the sweep's OUTFLOW_SWEEP_RATE under the local schedule:
+// the schedule's own period, so a sweep stops claiming before the runner
+// starts the next; or, for a period within the deadline margin (the
+// default 2 s), none: the runner's sweeps of one partition then run one
+// after another, and one that is due while another runs waits.
+func localRate(every time.Duration, margin string) string {
+	if m, err := time.ParseDuration(margin); err == nil && every > m {
+		return every.String()
+	}
+	return "0s"
+}
+
 // Start brings up the endpoint, provisions the template and builds both
 // functions. Call Run to start the loops and Close to stop everything.
 func Start(ctx context.Context, opts Options) (r *Runner, err error) {
@@ -153,6 +165,7 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		timeout := time.Duration(f.Timeout) * time.Second
 		instances := 1
 		if name == "SweepFunction" {
+			env["OUTFLOW_SWEEP_RATE"] = localRate(opts.SweepEvery, env["OUTFLOW_DEADLINE_MARGIN"])
 			if instances, err = r.fanOut(f, env, prefix); err != nil {
 				return nil, err
 			}

@@ -85,8 +85,8 @@ func (e *Engine) SweepPartitions(ctx context.Context, until time.Time, ps ...Par
 	}
 	slices.Sort(shards)
 	r := e.newRun(ctx, e.policy.WakeGrace)
-	if stop := until.Add(-e.policy.DeadlineMargin); !until.IsZero() && (r.stopAt.IsZero() || stop.Before(r.stopAt)) {
-		r.stopAt = stop
+	if !until.IsZero() {
+		r.claimStop = until.Add(-e.policy.DeadlineMargin)
 	}
 	source := r.queryShards(slices.Compact(shards))
 	for {
@@ -99,7 +99,7 @@ func (e *Engine) SweepPartitions(ctx context.Context, until time.Time, ps ...Par
 			return r.finish("canceled"), ctx.Err()
 		case r.budgetSpent():
 			return r.finish("budget"), nil
-		case r.pastDeadline():
+		case r.pastClaimStop():
 			return r.finish("deadline"), nil
 		case r.t.claimed.Load() == before:
 			return r.finish("drained"), nil

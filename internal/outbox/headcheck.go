@@ -99,7 +99,7 @@ func (r *run) prevGate(ctx context.Context, ref DueRef) (gate, Link) {
 		if g == gateBlocked {
 			r.order.noteBlocked(ref.Prev, l.FailedAt)
 		}
-		if g != gateWait || r.headWait <= 0 || time.Now().Add(pause).After(until) || r.pastDeadline() {
+		if g != gateWait || r.headWait <= 0 || time.Now().Add(pause).After(until) || r.pastClaimStop() {
 			return g, l
 		}
 		if inFlight < 0 {
@@ -226,7 +226,7 @@ func (r *run) deadSettles(row Row) bool {
 // round, so they do not wait out the sweep for a row it is never given.
 func (r *run) recheck(ctx context.Context) {
 	for _, key := range r.order.unheld() {
-		if ctx.Err() != nil || r.pastDeadline() {
+		if ctx.Err() != nil || r.pastClaimStop() {
 			return
 		}
 		l, err := r.store.Link(ctx, key)
@@ -247,7 +247,7 @@ func (r *run) nextInGroups(ctx context.Context) {
 		if len(refs) == 0 {
 			return
 		}
-		if ctx.Err() != nil || r.budgetSpent() || r.pastDeadline() {
+		if ctx.Err() != nil || r.budgetSpent() || r.pastClaimStop() {
 			for _, ref := range refs {
 				r.order.leave(ref.Key)
 			}

@@ -21,7 +21,11 @@ type run struct {
 	grace  time.Duration
 	start  time.Time
 	stopAt time.Time // zero: no deadline
-	budget atomic.Int64
+	// claimStop, when set, stops claims (and queries, and the rounds of
+	// parked rows) before stopAt: where the next sweep of the same shards
+	// begins. Rows already claimed are still sent up to stopAt.
+	claimStop time.Time
+	budget    atomic.Int64
 	// held remembers rows to leave alone until a time (see hold): rows
 	// under another worker's live lease or settled, so later passes do not
 	// pay for the same refused write again, and rows left to the wake, so
@@ -45,6 +49,12 @@ type run struct {
 
 func (r *run) pastDeadline() bool {
 	return !r.stopAt.IsZero() && !r.now().Before(r.stopAt)
+}
+
+// pastClaimStop reports whether the run may claim no more rows: the
+// deadline margin is reached, or the next sweep of its shards is near.
+func (r *run) pastClaimStop() bool {
+	return r.pastDeadline() || (!r.claimStop.IsZero() && !r.now().Before(r.claimStop))
 }
 
 func (r *run) budgetSpent() bool { return r.budget.Load() <= 0 }
@@ -118,7 +128,7 @@ func (r *run) queryShards(shards []int) func(context.Context, chan<- DueRef) {
 		for _, shard := range shards {
 			wg.Go(func() {
 				var after *DueRef
-				for ctx.Err() == nil && !r.budgetSpent() && !r.pastDeadline() {
+				for ctx.Err() == nil && !r.budgetSpent() && !r.pastClaimStop() {
 					more, ok := r.queryPage(ctx, shard, &after, out)
 					if !ok || !more {
 						return
@@ -203,7 +213,7 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 // claimOne is claim; it reports whether the row was handed on, settled or
 // parked.
 func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
-	if ctx.Err() != nil || r.pastDeadline() {
+	if ctx.Err() != nil || r.pastClaimStop() {
 		return false
 	}
 	now := r.now()
