@@ -13,8 +13,8 @@ type Lambda struct {
 	// SweepTimeout is the sweep function's timeout (SweepTimeoutSeconds).
 	SweepTimeout time.Duration
 	// SweepRate is the schedule's period (SweepRate, OUTFLOW_SWEEP_RATE):
-	// every partition is started once per period, and a sweep's context
-	// ends where the next one of its partition starts.
+	// every partition is started once per period, and a sweep stops
+	// claiming where the next one of its partition starts.
 	SweepRate time.Duration
 	// SweepConcurrency caps the sweep invocations running at once (the
 	// reservation, or what the account has left); 0 is no cap. Starts over
@@ -113,19 +113,16 @@ func schedule(st *Store, sink *Sink, pol outbox.Policy, l Lambda, k int, rec *re
 }
 
 // sweep is one sweep invocation: the function's deadline is its timeout,
-// and the handler ends its context where the next scheduled sweep of its
-// partition starts (handler.Sweep.untilNextSweep).
+// and its claims stop where the next scheduled sweep of its partition
+// starts (OUTFLOW_SWEEP_RATE: Engine.SweepPartitions' until), while the
+// rows it claimed are still sent up to the deadline.
 func sweep(st *Store, sink *Sink, pol outbox.Policy, l Lambda, p outbox.Partition, tick time.Time, rec *recorder) {
 	start := rec.begin("sweep")
-	deadline := start.Add(l.SweepTimeout)
-	if next := tick.Add(l.SweepRate); next.Before(deadline) {
-		deadline = next
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(l.SweepTimeout))
 	defer cancel()
 	res := outbox.Result{Stopped: "refused"}
 	if e, err := engineFor(st, sink, pol); err == nil {
-		res, _ = e.SweepPartition(ctx, p)
+		res, _ = e.SweepPartitions(ctx, tick.Add(l.SweepRate), p)
 	}
 	rec.end("sweep", p.Index, start, res)
 }
