@@ -317,3 +317,49 @@ func writeSaturation(w func(string, ...any), rep capacity.Report) {
 	w("The drain time is about ceil(rows / (K × min(RowBudget, rate × %.0f s))) periods, where a sweep's rate is min(Concurrency / %.0f ms, shards per partition × %s); the K16/K1 ratio falls short of K when the last period is partly used, and when settles throttled past the SDK's retries hold rows until their lease (5 minutes) ends.", window, rep.StoreLatencyMs, numf(rep.ShardCeiling))
 	w("")
 }
+
+// spliceCapacity brings the capacity parts of an existing benchmarks.md
+// (the drain section, the drain goal's row and its line under the missed
+// goals) in step with rep, so `-only capacity` refreshes both files from
+// one run of the model. A benchmarks.md without them is left alone.
+func spliceCapacity(path string, rep capacity.Report) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	doc := string(b)
+	var sec strings.Builder
+	writeDrains(func(format string, args ...any) { fmt.Fprintf(&sec, format+"\n", args...) }, rep)
+	const heading = "## Draining a backlog with partitioned sweeps (capacity model)\n"
+	if i := strings.Index(doc, heading); i >= 0 {
+		end := len(doc)
+		if j := strings.Index(doc[i+len(heading):], "\n## "); j >= 0 {
+			end = i + len(heading) + j + 1
+		}
+		doc = doc[:i] + sec.String() + doc[end:]
+	}
+	var row [4]string
+	capacityGoal(rep, func(name, target, measured string, ok bool) {
+		row = [4]string{name, target, measured, "met"}
+		if !ok {
+			row[3] = "**missed**"
+		}
+	})
+	var lines []string
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case strings.HasPrefix(l, "| "+goalDrain+" |"):
+			l = fmt.Sprintf("| %s | %s | %s | %s |", row[0], row[1], row[2], row[3])
+		case strings.HasPrefix(l, "- "+goalDrain+":"):
+			if row[3] == "met" {
+				continue
+			}
+			l = fmt.Sprintf("- %s: %s against %s. %s", row[0], row[2], row[1], why[goalDrain])
+		}
+		lines = append(lines, l)
+	}
+	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
+}

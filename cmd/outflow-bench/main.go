@@ -56,7 +56,11 @@ func main() {
 		return
 	}
 	if *only == "capacity" {
-		if _, err := capacityModel(*out, *capFrom, *capKeep); err != nil {
+		rep, err := capacityModel(*out, *capFrom, *capKeep)
+		if err == nil {
+			err = spliceCapacity(filepath.Join(*out, "benchmarks.md"), rep)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
 			os.Exit(1)
 		}
