@@ -20,9 +20,10 @@ type Sweep struct{ rt *Runtime }
 func NewSweep(rt *Runtime) *Sweep { return &Sweep{rt: rt} }
 
 // Handle runs one sweep with the invocation's deadline and returns its
-// summary. An event that names a partition ({"partition": i, "of": k},
-// sent by the fan-out) sweeps that partition's shards. Any other event (an
-// EventBridge Scheduler payload, or anything) is the scheduled sweep: with
+// summary. An event that names a partition ({"partition": i, "of": k,
+// "until": ms}, sent by the fan-out) sweeps that partition's shards. Any
+// other event (the schedule's, {"scheduled_time": ...}, or anything) is
+// the scheduled sweep: with
 // OUTFLOW_SWEEP_PARTITIONS k > 1, it starts partitions 1 to k-1 as
 // invocations of their own, runs the stray-row audit and sweeps partition
 // 0, and the partitions it could not start; with k = 1, it runs the audit
@@ -51,13 +52,12 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 	if order.scheduled && k > 1 {
 		parts = append(parts, s.fanOut(ctx, k, next)...)
 	}
-	scheduled := order.scheduled
 	// The audit goes first, so the rows it moves to these shards are swept
 	// in this run (rows it moves to another partition's shards go in that
 	// partition's next sweep); only the scheduled sweep runs it, since it
 	// reads the whole index.
 	var audit dynamo.AuditResult
-	if scheduled {
+	if order.scheduled {
 		audit = s.audit(ctx, next)
 	}
 	res, err := s.rt.Engine.SweepPartitions(ctx, next, parts...)
