@@ -143,7 +143,7 @@ func stops(m map[string]int) string {
 func writeDrains(w func(string, ...any), rep capacity.Report) {
 	w("## Draining a backlog with partitioned sweeps (capacity model)")
 	w("")
-	w("The real engine against a simulated DynamoDB and SQS (%.0f ms and %.0f ms a call, %.0f index WCU/s per shard, the SDK's retries) in virtual time, the template's defaults, the wake off: %s rows backlogged, swept by K partitions over max(K, 4) shards, and over 64. Details, the model's assumptions and the sizing it gives: [capacity.md](capacity.md).", rep.StoreLatencyMs, rep.SendLatencyMs, numf(rep.ShardCeiling), num(rep.Rows))
+	w("The real engine against a simulated DynamoDB and SQS (%.0f ms and %.0f ms a call, %s index WCU/s per shard, the SDK's retries) in virtual time, the template's defaults, the wake off: %s rows backlogged, swept by K partitions over max(K, 4) shards, and over 64. Details, the model's assumptions and the sizing it gives: [capacity.md](capacity.md).", rep.StoreLatencyMs, rep.SendLatencyMs, numf(rep.ShardCeiling), num(rep.Rows))
 	w("")
 	w("| partitions | shards | drain time | sweep periods | rows/s per sweep invocation |")
 	w("| --- | --- | --- | --- | --- |")
@@ -269,12 +269,12 @@ func renderCapacity(rep capacity.Report, out string) string {
 	return b.String()
 }
 
-// stripTitle drops a leading "# " title, so an included file's sections
+// stripTitle drops a leading "# " or "## " title, so an included file's sections
 // sit under this document's.
 func stripTitle(s string) string {
-	if strings.HasPrefix(s, "# ") {
+	if strings.HasPrefix(s, "# ") || strings.HasPrefix(s, "## ") {
 		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			return s[i+1:]
+			return strings.TrimLeft(s[i+1:], "\n")
 		}
 		return ""
 	}
@@ -333,6 +333,7 @@ func spliceCapacity(path string, rep capacity.Report) error {
 	doc := string(b)
 	var sec strings.Builder
 	writeDrains(func(format string, args ...any) { fmt.Fprintf(&sec, format+"\n", args...) }, rep)
+	fmt.Fprintf(&sec, "This section and the drain goal come from the model's run that `go run ./cmd/outflow-bench -only capacity` made with capacity.md (%s), not from the rest of this page's run.\n\n", time.Now().UTC().Format("2006-01-02"))
 	const heading = "## Draining a backlog with partitioned sweeps (capacity model)\n"
 	if i := strings.Index(doc, heading); i >= 0 {
 		end := len(doc)
