@@ -44,6 +44,9 @@ func (a *app) deadListCommand() *cobra.Command {
 			"The group and place of dead letters of FIFO routes are read from the table.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 || since < 0 {
+				return usagef("--limit and --since must not be negative")
+			}
 			ordered, err := a.ordered()
 			if err != nil {
 				return err
@@ -207,9 +210,12 @@ func (a *app) eachKey(ctx context.Context, op *dynamo.Operator, keys []string, s
 		}
 		return nil
 	}
-	q := dynamo.DeadQuery{Queue: sel.queue}
+	// Only rows dead before the run began: a row redriven here that fails
+	// again comes back with a later failed_at, behind the scan's cursor,
+	// and would be taken again, and again (found by review 17c).
+	q := dynamo.DeadQuery{Queue: sel.queue, Before: a.now()}
 	if sel.olderThan > 0 {
-		q.Before = a.now().Add(-sel.olderThan)
+		q.Before = q.Before.Add(-sel.olderThan)
 	}
 	return op.EachDead(ctx, q, func(d dynamo.DeadRef) error { return fn(d.Key) })
 }
@@ -225,6 +231,9 @@ func checkSelection(keys []string, sel selection) error {
 	}
 	if n != 1 {
 		return usagef("name the rows: KEY..., --queue Q or --all (exactly one)")
+	}
+	if sel.olderThan < 0 {
+		return usagef("--older-than must not be negative, got %s", sel.olderThan)
 	}
 	if len(keys) > 0 && sel.olderThan > 0 {
 		return usagef("--older-than applies to --queue or --all, not to keys")

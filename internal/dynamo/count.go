@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -126,7 +127,7 @@ func (o *Operator) countQuery(ctx context.Context, index string, kc expression.K
 	}
 	for {
 		if limit > 0 {
-			in.Limit = aws.Int32(int32(min(limit+1-n, 1<<30)))
+			in.Limit = aws.Int32(int32(min(limit-n, 1<<30-1) + 1))
 		}
 		out, err := o.api.Query(ctx, in)
 		if err != nil {
@@ -159,10 +160,13 @@ func (o *Operator) oldestDue(ctx context.Context, shard string, nowMs int64) (ti
 	if err != nil {
 		return time.Time{}, err
 	}
+	// Whatever number a producer wrote (0, a fraction) is the oldest due
+	// entry, as the index sorts it: reading it as "none" hid a shard's
+	// whole lag (found by review 17c).
 	for _, it := range out.Items {
 		if v, ok := it[AttrDueAt].(*types.AttributeValueMemberN); ok {
-			if ms, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
-				return fromMs(ms), nil
+			if ms, err := strconv.ParseFloat(v.Value, 64); err == nil {
+				return time.UnixMilli(int64(math.Floor(ms))), nil
 			}
 		}
 	}
@@ -186,7 +190,7 @@ func (o *Operator) tallyDead(ctx context.Context, limit int, st *Stats) error {
 	more := false
 	for {
 		if limit > 0 {
-			in.Limit = aws.Int32(int32(min(limit+1-n, 1<<30)))
+			in.Limit = aws.Int32(int32(min(limit-n, 1<<30-1) + 1))
 		}
 		out, err := o.api.Scan(ctx, in)
 		if err != nil {

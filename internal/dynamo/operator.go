@@ -89,15 +89,7 @@ func (o *Operator) EachDead(ctx context.Context, q DeadQuery, fn func(DeadRef) e
 			return fmt.Errorf("read dead index: %w", err)
 		}
 		for _, av := range items {
-			var it struct {
-				Key       string `dynamodbav:"pk"`
-				Queue     string `dynamodbav:"dead_queue"`
-				Attempt   int    `dynamodbav:"attempt"`
-				FailedAt  int64  `dynamodbav:"failed_at"`
-				LastError string `dynamodbav:"last_error"`
-			}
-			_ = attributevalue.UnmarshalMap(av, &it) // keys are typed by DynamoDB; the rest is best effort
-			if err := fn(DeadRef{Key: it.Key, Queue: it.Queue, Attempt: it.Attempt, FailedAt: fromMs(it.FailedAt), LastError: it.LastError}); err != nil {
+			if err := fn(deadRefOf(av)); err != nil {
 				return err
 			}
 		}
@@ -106,6 +98,26 @@ func (o *Operator) EachDead(ctx context.Context, q DeadQuery, fn func(DeadRef) e
 		}
 		start = next
 	}
+}
+
+// deadRefOf reads a dead-index entry attribute by attribute: the keys are
+// typed by DynamoDB, and an odd projected value (a fractional attempt, a
+// history that is not a string) costs that field alone, never the key
+// (one decode of the whole entry stopped at the first odd field, and bulk
+// redrives then acted on an empty key: found by review 17c).
+func deadRefOf(av map[string]types.AttributeValue) DeadRef {
+	var d DeadRef
+	_ = attributevalue.Unmarshal(av[AttrKey], &d.Key)
+	_ = attributevalue.Unmarshal(av[AttrDeadQueue], &d.Queue)
+	_ = attributevalue.Unmarshal(av[AttrLastError], &d.LastError)
+	var attempt, failedAt float64
+	if attributevalue.Unmarshal(av[AttrAttempt], &attempt) == nil {
+		d.Attempt = int(attempt)
+	}
+	if attributevalue.Unmarshal(av[AttrFailedAt], &failedAt) == nil {
+		d.FailedAt = fromMs(int64(failedAt))
+	}
+	return d
 }
 
 type deadPage func(ctx context.Context, start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error)
