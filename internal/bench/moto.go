@@ -82,6 +82,26 @@ func DrainOrderedOnEndpoint(ctx context.Context, endpoint string, rows, groupSiz
 	return drainOnEndpoint(ctx, endpoint, rows, payloadBytes, false, max(groupSize, 1))
 }
 
+// createQueues makes one queue per name in Queues, named after table (a
+// ".fifo" name a FIFO queue), and returns the routes to them.
+func createQueues(ctx context.Context, api *sqs.Client, table string) (delivery.Routes, error) {
+	routes := delivery.Routes{}
+	for _, q := range Queues {
+		name := strings.ReplaceAll(table+"-"+q, ".", "-")
+		attrs := map[string]string{}
+		if strings.HasSuffix(q, ".fifo") {
+			name += ".fifo"
+			attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
+		}
+		out, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			return nil, fmt.Errorf("create queue: %w", err)
+		}
+		routes[q] = aws.ToString(out.QueueUrl)
+	}
+	return routes, nil
+}
+
 // drainOnEndpoint is DrainOnEndpoint, or with groupSize set its ordered
 // variant.
 func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes int, naive bool, groupSize int) (res MotoResult, err error) {
@@ -97,20 +117,9 @@ func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 		return res, err
 	}
 	defer func() { _ = dynamo.DeleteTable(context.Background(), admin, table) }()
-	sqsAdmin := sqs.NewFromConfig(stageCfg)
-	routes := delivery.Routes{}
-	for _, q := range Queues {
-		name := strings.ReplaceAll(table+"-"+q, ".", "-")
-		attrs := map[string]string{}
-		if strings.HasSuffix(q, ".fifo") {
-			name += ".fifo"
-			attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
-		}
-		out, err := sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			return res, err
-		}
-		routes[q] = aws.ToString(out.QueueUrl)
+	routes, err := createQueues(ctx, sqs.NewFromConfig(stageCfg), table)
+	if err != nil {
+		return res, err
 	}
 	pcfg := outflow.Config{Table: table}
 	if groupSize > 0 {

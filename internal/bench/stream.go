@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow"
 	"github.com/outflowhq/outflow/internal/delivery"
@@ -142,20 +141,9 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 	if err != nil {
 		return res, fmt.Errorf("describe table: %w", err)
 	}
-	routes := delivery.Routes{}
-	sqsAdmin := sqs.NewFromConfig(stageCfg)
-	for _, q := range Queues {
-		name := strings.ReplaceAll(table+"-"+q, ".", "-")
-		attrs := map[string]string{}
-		if strings.HasSuffix(q, ".fifo") {
-			name += ".fifo"
-			attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
-		}
-		out, err := sqsAdmin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			return res, fmt.Errorf("create queue: %w", err)
-		}
-		routes[q] = aws.ToString(out.QueueUrl)
+	routes, err := createQueues(ctx, sqs.NewFromConfig(stageCfg), table)
+	if err != nil {
+		return res, err
 	}
 	consumerCfg, err := endpointConfig(ctx, endpoint, NewRequests())
 	if err != nil {

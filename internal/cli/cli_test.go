@@ -269,9 +269,11 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 	}
 }
 
-func TestStats_ExactCountsPendingClaimedAndFailedFromTheRows(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
+// backlog stages what the stats tests count: two dead letters of "ghost"
+// and, on "orders", three rows due in an hour, one due now and one due now
+// and claimed.
+func (e *env) backlog(t *testing.T) {
+	t.Helper()
 	e.deadLetters(t, "ghost", 2)
 	for i := range 3 {
 		e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "later-"+strconv.Itoa(i), "--delay", "1h")
@@ -280,6 +282,12 @@ func TestStats_ExactCountsPendingClaimedAndFailedFromTheRows(t *testing.T) {
 	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-2")
 	_, err := e.store.Claim(context.Background(), "now-2", time.Now(), time.Minute, 8)
 	require.NoError(t, err)
+}
+
+func TestStats_ExactCountsPendingClaimedAndFailedFromTheRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.backlog(t)
 
 	var st struct {
 		Queues         map[string]dynamo.Counts
@@ -307,14 +315,7 @@ func TestStats_ExactCountsPendingClaimedAndFailedFromTheRows(t *testing.T) {
 func TestStats_CountsDueLaterAndFailedWithCountQueriesByDefault(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.deadLetters(t, "ghost", 2)
-	for i := range 3 {
-		e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "later-"+strconv.Itoa(i), "--delay", "1h")
-	}
-	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-1")
-	e.ok(t, "enqueue", "--queue", "orders", "--body", "x", "--key", "now-2")
-	_, err := e.store.Claim(context.Background(), "now-2", time.Now(), time.Minute, 8)
-	require.NoError(t, err)
+	e.backlog(t)
 
 	tests := []struct {
 		name  string

@@ -88,7 +88,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 // queue name no route could have goes under "(none)" too.
 func deadQueue(queue string) string {
 	if queue == "" || len(queue) > maxDeadQueue {
-		return "(none)"
+		return DeadQueueNone
 	}
 	return queue
 }

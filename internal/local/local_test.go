@@ -28,14 +28,7 @@ func TestDemo_SummaryMatchesWhatWasStaged(t *testing.T) {
 	r, err := local.Start(ctx, opts)
 	require.NoError(t, err)
 	defer r.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-
-	rep, err := demo.Run(ctx, r, nil, false)
-	require.NoError(t, err)
-	stop()
-	require.NoError(t, <-done)
+	rep := runDemo(t, r, demo)
 
 	require.True(t, rep.OK(), "problems: %v", rep.Problems)
 	require.Equal(t, 48, rep.Staged)
@@ -141,4 +134,19 @@ func TestClose_LeavesNoChildProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runDemo runs the runner's loops while demo stages, waits and checks its
+// rows, then stops the loops and returns the demo's report.
+func runDemo(t *testing.T, r *local.Runner, demo *local.Demo) local.DemoReport {
+	t.Helper()
+	ctx := context.Background()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	rep, err := demo.Run(ctx, r, nil, false)
+	require.NoError(t, err)
+	stop()
+	require.NoError(t, <-done)
+	return rep
 }

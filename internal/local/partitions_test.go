@@ -36,14 +36,7 @@ func TestDemo_TwoSweepPartitionsDeliverItAllAndBothSweep(t *testing.T) {
 			if rie {
 				require.Len(t, r.Pids(), 4, "moto, the wake, the sweep and one sweep instance for partition 1")
 			}
-			runCtx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- r.Run(runCtx) }()
-
-			rep, err := demo.Run(ctx, r, nil, false)
-			require.NoError(t, err)
-			stop()
-			require.NoError(t, <-done)
+			rep := runDemo(t, r, demo)
 
 			require.True(t, rep.OK(), "problems: %v", rep.Problems)
 			require.Equal(t, 48, rep.Staged)
