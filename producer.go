@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
@@ -30,6 +32,12 @@ type Config struct {
 	// OUTFLOW_ORDERED too). Staging such a row costs a consistent read of
 	// its group's tail and a two-item transaction.
 	Ordered []string
+	// Routes is the dispatcher's OUTFLOW_ROUTES. Given, each row is
+	// checked against its route's target (an SNS topic's limits; an
+	// EventBridge bus's JSON detail, source and detail-type), and a row for
+	// a route not in it is refused with ErrNoRoute. Empty, every row is
+	// checked against SQS's rules.
+	Routes string
 }
 
 // Producer stages rows into one outbox table. It is safe for concurrent use.
@@ -38,7 +46,9 @@ type Producer struct {
 	store    *dynamo.Store
 	maxBytes int
 	ordered  map[string]bool
-	now      func() time.Time
+	// targets is Config.Routes read; nil when none were given.
+	targets map[string]delivery.Target
+	now     func() time.Time
 }
 
 // NewProducer returns a producer over client, a *dynamodb.Client or
@@ -58,18 +68,41 @@ func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
 		}
 		ordered[q] = true
 	}
-	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, now: time.Now}, nil
+	var targets map[string]delivery.Target
+	if strings.TrimSpace(cfg.Routes) != "" {
+		routes, err := delivery.ParseRoutes(cfg.Routes)
+		if err != nil {
+			return nil, fmt.Errorf("routes: %w", err)
+		}
+		if targets, err = routes.Targets(); err != nil {
+			return nil, fmt.Errorf("routes: %w", err)
+		}
+	}
+	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, targets: targets, now: time.Now}, nil
 }
 
-// prepare validates a row and fills in its key.
-func (p *Producer) prepare(r Row) (outbox.Row, error) {
-	if err := r.Validate(p.maxBytes); err != nil {
+// prepare validates a row and fills in its key, and with trace an empty
+// trace context from ctx.
+func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (outbox.Row, error) {
+	target := delivery.Target{Kind: delivery.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}
+	if p.targets != nil {
+		t, ok := p.targets[r.Queue]
+		if !ok && strings.TrimSpace(r.Queue) != "" {
+			return outbox.Row{}, fmt.Errorf("%w: %q is not in the routes given", ErrNoRoute, r.Queue)
+		}
+		target = t
+	}
+	if trace && r.TraceParent == "" && r.Attributes[outbox.AttrTraceParent] == "" && len(r.Attributes) < MaxOwnAttributes {
+		r.TraceParent = TraceParent(ctx)
+	}
+	if err := r.validate(target, p.maxBytes); err != nil {
 		return outbox.Row{}, err
 	}
 	if r.Key == "" {
 		r.Key = ulid.MustNew(ulid.Timestamp(p.now()), rand.Reader).String()
 	}
-	return outbox.Row{Key: r.Key, Queue: r.Queue, Payload: r.Payload, Attributes: maps.Clone(r.Attributes), Group: r.Group, NotBefore: r.NotBefore}, nil
+	attrs, _ := r.attributes() // validate checked them
+	return outbox.Row{Key: r.Key, Queue: r.Queue, Payload: r.Payload, Attributes: maps.Clone(attrs), Group: r.Group, NotBefore: r.NotBefore}, nil
 }
 
 // TransactItem validates row and returns the conditional put that stages
@@ -79,7 +112,7 @@ func (p *Producer) prepare(r Row) (outbox.Row, error) {
 //
 // A row of an ordered route needs TransactItems instead.
 func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
-	row, err := p.prepare(r)
+	row, err := p.prepare(context.Background(), r, false)
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
@@ -116,7 +149,7 @@ func (p *Producer) put(row outbox.Row) (types.TransactWriteItem, error) {
 // condition fails, or a TransactionConflict; Classify says which): call
 // TransactItems again and retry. The row is never staged out of its place.
 func (p *Producer) TransactItems(ctx context.Context, r Row) ([]types.TransactWriteItem, error) {
-	row, err := p.prepare(r)
+	row, err := p.prepare(ctx, r, true)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +191,7 @@ func (p *Producer) Put(ctx context.Context, rows ...Row) ([]string, error) {
 	var order []groupID
 	prepared := make([]outbox.Row, len(rows))
 	for i, r := range rows {
-		row, err := p.prepare(r)
+		row, err := p.prepare(ctx, r, true)
 		if err != nil {
 			errs[i] = fmt.Errorf("row %d: %w", i, err)
 		}

@@ -64,7 +64,9 @@ func TestPut_RetriedAfterALostResponseDoesNotStickItsGroup(t *testing.T) {
 	policy.WakeGrace = 0
 	policy.BatchLinger = 5 * time.Millisecond
 	policy.Ordered = map[string]outbox.DeadHead{"events.fifo": outbox.DeadHeadBlock}
-	e, err := outbox.New(store, delivery.New(awstest.SQS(t), delivery.Routes{"events.fifo": awstest.NewQueue(t, true)}, 0), policy)
+	sender, err := delivery.New(delivery.Clients{SQS: awstest.SQS(t)}, delivery.Routes{"events.fifo": awstest.NewQueue(t, true)}, 0)
+	require.NoError(t, err)
+	e, err := outbox.New(store, sender, policy)
 	require.NoError(t, err)
 
 	created := outflow.Row{Key: "order-7-created", Queue: "events.fifo", Group: "order-7", Payload: []byte(`{"e":"created"}`)}

@@ -3,6 +3,7 @@ package outflow
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -25,12 +26,21 @@ type Row struct {
 	// accepts, base64-encoded (with outflow.encoding=base64) otherwise.
 	Payload []byte
 	// Attributes become String message attributes: at most 8 (7 for a
-	// binary payload), with valid SQS names outside the outflow. prefix.
+	// binary payload), with valid SQS names outside the outflow. prefix,
+	// the TraceParent among them. On an EventBridge route, "source" and
+	// "detail-type" name the event's; the others travel in the event's
+	// outflow member.
 	Attributes map[string]string
 	// Group is the FIFO message group.
 	Group string
 	// NotBefore delays delivery until then; zero means now.
 	NotBefore time.Time
+	// TraceParent is the W3C trace context the message carries to its
+	// consumer, stored as the "traceparent" attribute. Put and
+	// TransactItems fill an empty one from their context (TraceParent
+	// says how); TransactItem, which has no context, leaves it as given.
+	// It is left out when the row's attributes leave no room for it.
+	TraceParent string
 }
 
 // Validation errors. Every error Validate returns wraps exactly one of
@@ -65,23 +75,44 @@ var (
 	// Classify and Transact when another producer staged into the group
 	// after TransactItems read its tail (build the items again and retry).
 	ErrGroupRace = dynamo.ErrGroupRace
+	// ErrNoRoute is returned for a row whose queue is not one of the
+	// routes given in Config.Routes.
+	ErrNoRoute = errors.New("no such route")
+	// ErrNotJSON is returned for a row bound for an EventBridge route
+	// whose payload is not a JSON object, as an event's detail must be.
+	ErrNotJSON = delivery.ErrNotJSON
+	// ErrEventField is returned for a row bound for an EventBridge route
+	// with no source or detail-type (from its attributes or the route's
+	// options), or one EventBridge refuses.
+	ErrEventField = delivery.ErrEventField
 )
 
 // MaxOwnAttributes is how many attributes a row may carry: SQS allows 10,
 // and Outflow sends outflow.key and outflow.attempt with every message.
 const MaxOwnAttributes = delivery.MaxAttributes - 2
 
-// Validate reports the first reason the row cannot be staged, if any.
-// maxBytes caps the message size (0: the dispatcher's default, 256 KiB).
+// Validate reports the first reason the row cannot be staged to an SQS
+// queue, if any. maxBytes caps the message size (0: the dispatcher's
+// default, 256 KiB). A producer given Config.Routes checks each row
+// against its route's own target instead.
 func (r Row) Validate(maxBytes int) error {
+	return r.validate(delivery.Target{Kind: delivery.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes)
+}
+
+// validate reports the first reason the row cannot be staged for target.
+func (r Row) validate(target delivery.Target, maxBytes int) error {
 	if strings.TrimSpace(r.Queue) == "" {
 		return ErrEmptyQueue
 	}
 	if r.Key != "" && !delivery.ValidID(r.Key) {
 		return fmt.Errorf("%w: %q must be 1-128 printable ASCII characters without spaces", ErrInvalidKey, r.Key)
 	}
-	if len(r.Attributes) > MaxOwnAttributes {
-		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(r.Attributes), MaxOwnAttributes)
+	attrs, err := r.attributes()
+	if err != nil {
+		return err
+	}
+	if len(attrs) > MaxOwnAttributes {
+		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), MaxOwnAttributes)
 	}
 	key := r.Key
 	if key == "" {
@@ -91,6 +122,30 @@ func (r Row) Validate(maxBytes int) error {
 	// allows: outflow.attempt grows with the attempt, and a message that
 	// fits only at attempt 1 would be refused as permanent at attempt 10.
 	return delivery.Validate(outbox.Row{
-		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: r.Attributes, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
-	}, outbox.FIFORoute(r.Queue), maxBytes)
+		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
+	}, target, maxBytes)
+}
+
+// attributes is the row's attributes as stored: Attributes with the
+// TraceParent added, after checking the trace context is one.
+func (r Row) attributes() (map[string]string, error) {
+	tp := r.TraceParent
+	if v, ok := r.Attributes[outbox.AttrTraceParent]; ok {
+		if tp != "" && tp != v {
+			return nil, fmt.Errorf("%w: the %s attribute and TraceParent differ", ErrAttributeValue, outbox.AttrTraceParent)
+		}
+		tp = v
+	}
+	if tp == "" {
+		return r.Attributes, nil
+	}
+	if err := delivery.ValidTraceParent(tp); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAttributeValue, err)
+	}
+	attrs := maps.Clone(r.Attributes)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	attrs[outbox.AttrTraceParent] = tp
+	return attrs, nil
 }

@@ -43,7 +43,7 @@ func (p *Producer) Transact(ctx context.Context, in *dynamodb.TransactWriteItems
 	keys := make([]string, len(rows))
 	groups := map[string]int{}
 	for i, r := range rows {
-		row, err := p.prepare(r)
+		row, err := p.prepare(ctx, r, true)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}

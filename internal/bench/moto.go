@@ -166,7 +166,10 @@ func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	if err != nil {
 		return res, err
 	}
-	sender := delivery.New(sqs.NewFromConfig(cfg), routes, 0)
+	sender, err := delivery.New(delivery.ClientsFromConfig(cfg), routes, 0)
+	if err != nil {
+		return res, err
+	}
 
 	// A consumer per queue, on its own uncounted client, empties the
 	// queues as they fill, as consumers would.

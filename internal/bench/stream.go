@@ -175,7 +175,11 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 		if err != nil {
 			return nil, err
 		}
-		return outbox.New(store, delivery.New(sqs.NewFromConfig(cfg), routes, 0), pol)
+		sender, err := delivery.New(delivery.ClientsFromConfig(cfg), routes, 0)
+		if err != nil {
+			return nil, err
+		}
+		return outbox.New(store, sender, pol)
 	}
 	wakeEng, err := engineOn(res.Wake, res.WakeRefusals)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
 	"github.com/outflowhq/outflow/internal/config"
@@ -55,7 +54,10 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 	if err != nil {
 		return nil, nil, cfg, err
 	}
-	sender := delivery.New(delivery.WithCallTimeout(sqs.NewFromConfig(awsCfg), call), cfg.Routes, cfg.MaxMessageBytes)
+	sender, err := delivery.New(delivery.ClientsFromConfig(awsCfg).WithCallTimeout(call), cfg.Routes, cfg.MaxMessageBytes)
+	if err != nil {
+		return nil, nil, cfg, err
+	}
 	e, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
 	return e, audit, cfg, err
 }

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -22,17 +19,23 @@ const (
 	AttrEncoding = "outflow.encoding"
 )
 
-// SQS limits.
+// Limits of SQS, and of SNS where they are the same.
 const (
-	// MaxAttributes is the most message attributes SQS accepts.
+	// MaxAttributes is the most message attributes SQS accepts, and the
+	// most SNS passes on to an SQS subscriber.
 	MaxAttributes = 10
-	// MaxBatchEntries is the most entries in one SendMessageBatch.
+	// MaxBatchEntries is the most entries in one SendMessageBatch,
+	// PublishBatch or PutEvents.
 	MaxBatchEntries = 10
 	// MaxMessageBytes is the size limit of one message and of one batch,
 	// body plus attribute names, types and values. SQS accepts up to 1 MiB
 	// today; 256 KiB is what every emulator and older region accepts, so it
 	// is the default.
 	MaxMessageBytes = 256 * 1024
+	// MaxSNSBytes is SNS's limit on one message and on one PublishBatch,
+	// counted as SQS counts: whatever MaxMessageBytes is set to, SNS
+	// routes keep to it.
+	MaxSNSBytes = 256 * 1024
 )
 
 // Errors for rows SQS would refuse; each is wrapped with the detail.
@@ -44,70 +47,121 @@ var (
 	ErrGroupRequired     = errors.New("a FIFO queue needs a message group")
 	ErrInvalidID         = errors.New("invalid FIFO group or deduplication id")
 	ErrTooLarge          = errors.New("message too large")
+	// ErrNotJSON is for a row bound for EventBridge whose payload is not a
+	// JSON object: an event's detail must be one.
+	ErrNotJSON = errors.New("payload is not a JSON object")
+	// ErrEventField is for a row bound for EventBridge with no source or
+	// detail-type, or one EventBridge refuses.
+	ErrEventField = errors.New("invalid event field")
 )
 
-// Validate reports why SQS would refuse row, if it would: the checks the
-// deliverer applies before sending, for producers to apply at staging.
-// maxBytes 0 means MaxMessageBytes.
-func Validate(row outbox.Row, fifo bool, maxBytes int) error {
-	if maxBytes <= 0 {
-		maxBytes = MaxMessageBytes
+// Validate reports why the target would refuse row, if it would: the
+// checks the deliverer applies before sending, for producers to apply at
+// staging. maxBytes 0 means MaxMessageBytes.
+func Validate(row outbox.Row, t Target, maxBytes int) error {
+	switch t.Kind {
+	case KindEventBridge:
+		_, err := newEvent(row, t)
+		return err
+	case KindSNS:
+		maxBytes = min(limit(maxBytes), MaxSNSBytes)
 	}
-	_, size, err := entry("0", row, fifo)
+	maxBytes = limit(maxBytes)
+	m, err := newMessage(row, t.FIFO)
 	if err != nil {
 		return err
 	}
-	if size > maxBytes {
-		return fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, size, maxBytes)
+	if m.size > maxBytes {
+		return fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, m.size, maxBytes)
 	}
 	return nil
 }
 
-// entry builds the batch entry for a row and returns its size as SQS
-// counts it.
-func entry(id string, row outbox.Row, fifo bool) (types.SendMessageBatchRequestEntry, int, error) {
+// limit is the message size limit maxBytes stands for.
+func limit(maxBytes int) int {
+	if maxBytes <= 0 {
+		return MaxMessageBytes
+	}
+	return maxBytes
+}
+
+// message is a row as SQS and SNS carry it: a text body, message
+// attributes, and its size as both count it.
+type message struct {
+	body  string
+	attrs map[string]string // every attribute is a String but attempt, a Number
+	size  int
+	// group and dedup are set for a FIFO queue or topic.
+	group, dedup string
+}
+
+// attrType is the data type of an attribute Outflow sends.
+func attrType(name string) string {
+	if name == AttrAttempt {
+		return "Number"
+	}
+	return "String"
+}
+
+// newMessage builds the message for a row, or says why the row cannot be
+// one.
+func newMessage(row outbox.Row, fifo bool) (message, error) {
 	if len(row.Payload) == 0 {
-		return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: SQS needs a message body of at least one character", ErrEmptyPayload)
+		return message{}, fmt.Errorf("%w: SQS and SNS need a message body of at least one character", ErrEmptyPayload)
 	}
 	body, binary := Body(row.Payload)
-	attrs := map[string]types.MessageAttributeValue{
-		AttrKey:     {DataType: aws.String("String"), StringValue: aws.String(row.Key)},
-		AttrAttempt: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(row.Attempt))},
-	}
+	attrs := map[string]string{AttrKey: row.Key, AttrAttempt: strconv.Itoa(row.Attempt)}
 	if binary {
-		attrs[AttrEncoding] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("base64")}
+		attrs[AttrEncoding] = "base64"
+	}
+	if err := checkAttributes(row.Attributes); err != nil {
+		return message{}, err
 	}
 	for k, v := range row.Attributes {
-		if err := attributeName(k); err != nil {
-			return types.SendMessageBatchRequestEntry{}, 0, err
-		}
-		if !sqsText([]byte(v)) {
-			return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: %q must be non-empty text of characters SQS allows", ErrAttributeValue, k)
-		}
-		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		attrs[k] = v
 	}
 	if len(attrs) > MaxAttributes {
-		return types.SendMessageBatchRequestEntry{}, 0, fmt.Errorf("%w: %d with Outflow's own, SQS allows %d", ErrTooManyAttributes, len(attrs), MaxAttributes)
+		return message{}, fmt.Errorf("%w: %d with Outflow's own, SQS allows %d (and SNS passes on)", ErrTooManyAttributes, len(attrs), MaxAttributes)
 	}
-	size := len(body)
+	m := message{body: body, attrs: attrs, size: len(body)}
 	for k, v := range attrs {
-		size += len(k) + len(*v.DataType) + len(*v.StringValue)
+		m.size += len(k) + len(attrType(k)) + len(v)
 	}
-	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body), MessageAttributes: attrs}
 	if fifo {
-		if row.Group == "" {
-			return e, size, fmt.Errorf("%w, and the row has none", ErrGroupRequired)
+		if err := checkFIFO(row); err != nil {
+			return message{}, err
 		}
-		if !ValidID(row.Group) {
-			return e, size, fmt.Errorf("%w: group %q must be 1-128 ASCII letters, digits or punctuation", ErrInvalidID, row.Group)
-		}
-		if !ValidID(row.Key) {
-			return e, size, fmt.Errorf("%w: key %q must be 1-128 ASCII letters, digits or punctuation to be a deduplication id", ErrInvalidID, row.Key)
-		}
-		e.MessageGroupId = aws.String(row.Group)
-		e.MessageDeduplicationId = aws.String(row.Key)
+		m.group, m.dedup = row.Group, row.Key
 	}
-	return e, size, nil
+	return m, nil
+}
+
+// checkAttributes applies the attribute rules every target shares: SQS's
+// names and values, outside the outflow. prefix.
+func checkAttributes(attrs map[string]string) error {
+	for k, v := range attrs {
+		if err := attributeName(k); err != nil {
+			return err
+		}
+		if !sqsText([]byte(v)) {
+			return fmt.Errorf("%w: %q must be non-empty text of characters SQS allows", ErrAttributeValue, k)
+		}
+	}
+	return nil
+}
+
+// checkFIFO checks a row bound for a FIFO queue or topic: it needs a
+// group, and its group and key (the deduplication id) must be valid ids.
+func checkFIFO(row outbox.Row) error {
+	switch {
+	case row.Group == "":
+		return fmt.Errorf("%w, and the row has none", ErrGroupRequired)
+	case !ValidID(row.Group):
+		return fmt.Errorf("%w: group %q must be 1-128 ASCII letters, digits or punctuation", ErrInvalidID, row.Group)
+	case !ValidID(row.Key):
+		return fmt.Errorf("%w: key %q must be 1-128 ASCII letters, digits or punctuation to be a deduplication id", ErrInvalidID, row.Key)
+	}
+	return nil
 }
 
 // Body is the message body for a payload: the payload itself when SQS can

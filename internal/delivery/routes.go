@@ -2,16 +2,18 @@ package delivery
 
 import (
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 )
 
-// Routes maps a row's queue name to the URL of the SQS queue it goes to.
+// Routes maps a row's queue name (the route name) to its target: an SQS
+// queue URL, an SNS topic ARN, or an EventBridge bus ARN or name with its
+// options, as ParseTarget reads them.
 type Routes map[string]string
 
-// ParseRoutes reads routes written as "name=url,name=url". Names and URLs
-// must be non-empty, URLs absolute, and names unique.
+// ParseRoutes reads routes written as "name=target,name=target". Names
+// must be non-empty and unique, targets valid (ParseTarget), and a name
+// ends in .fifo exactly when its target is a FIFO queue or topic.
 func ParseRoutes(s string) (Routes, error) {
 	routes := Routes{}
 	for _, part := range strings.Split(s, ",") {
@@ -22,13 +24,14 @@ func ParseRoutes(s string) (Routes, error) {
 		name, raw, ok := strings.Cut(part, "=")
 		name, raw = strings.TrimSpace(name), strings.TrimSpace(raw)
 		if !ok || name == "" || raw == "" {
-			return nil, fmt.Errorf("route %q: want name=url", part)
+			return nil, fmt.Errorf("route %q: want name=target", part)
 		}
-		if u, err := url.Parse(raw); err != nil || !u.IsAbs() || u.Host == "" {
-			return nil, fmt.Errorf("route %q: %q is not an absolute queue URL", name, raw)
+		t, err := ParseTarget(raw)
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", name, err)
 		}
-		if IsFIFO(raw) != strings.HasSuffix(name, ".fifo") {
-			return nil, fmt.Errorf("route %q: a route name ends in .fifo exactly when its queue is FIFO, so producers know to set a group", name)
+		if t.FIFO != strings.HasSuffix(name, ".fifo") {
+			return nil, fmt.Errorf("route %q: a route name ends in .fifo exactly when its queue or topic is FIFO, so producers know to set a group", name)
 		}
 		if _, dup := routes[name]; dup {
 			return nil, fmt.Errorf("route %q: given twice", name)
@@ -48,5 +51,16 @@ func (r Routes) String() string {
 	return strings.Join(parts, ",")
 }
 
-// IsFIFO reports whether a queue URL names a FIFO queue.
-func IsFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
+// Targets reads every route's target. Routes made by ParseRoutes always
+// read; a map built by hand may not.
+func (r Routes) Targets() (map[string]Target, error) {
+	out := make(map[string]Target, len(r))
+	for name, raw := range r {
+		t, err := ParseTarget(raw)
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -12,101 +11,78 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// API is the part of the SQS client the deliverer uses.
-type API interface {
+// SQSAPI is the part of the SQS client the deliverer uses.
+type SQSAPI interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
-// SQS delivers rows with SendMessageBatch. It implements outbox.Deliverer.
-type SQS struct {
-	api      API
-	routes   Routes
-	maxBytes int
-}
+// sqsTraceHeader is the system attribute X-Ray reads a message's trace from.
+const sqsTraceHeader = "AWSTraceHeader"
 
-var _ outbox.Deliverer = (*SQS)(nil)
-
-// New returns a deliverer over routes. maxBytes caps one message and one
-// batch; 0 means MaxMessageBytes.
-func New(api API, routes Routes, maxBytes int) *SQS {
-	if maxBytes <= 0 {
-		maxBytes = MaxMessageBytes
-	}
-	return &SQS{api: api, routes: routes, maxBytes: maxBytes}
-}
-
-// Deliver implements outbox.Deliverer. Rows that cannot be sent as they are
-// — no route, too large, too many attributes, no FIFO group, or refused by
-// SQS as the sender's fault — get a permanent error; a failed request or an
-// SQS-side entry failure a transient one.
-func (s *SQS) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
-	errs := make([]error, len(rows))
-	url, ok := s.routes[queue]
-	if !ok {
-		for i := range errs {
-			errs[i] = outbox.Permanent(fmt.Errorf("no route for queue %q", queue))
-		}
-		return errs
-	}
-	fifo := IsFIFO(url)
-
-	var batch []types.SendMessageBatchRequestEntry
-	var index []int // batch entry -> row
-	bytes := 0
-	flush := func() {
-		if len(batch) > 0 {
-			s.send(ctx, url, batch, index, errs)
-		}
-		batch, index, bytes = nil, nil, 0
-	}
+// toSQS sends rows to a queue with SendMessageBatch.
+func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
+	var parts []part[types.SendMessageBatchRequestEntry]
 	for i, row := range rows {
-		e, size, err := entry(strconv.Itoa(i), row, fifo)
+		m, err := newMessage(row, t.FIFO)
 		switch {
 		case err != nil:
 			errs[i] = outbox.Permanent(err)
 			continue
-		case size > s.maxBytes:
-			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, size, s.maxBytes))
+		case m.size > maxBytes:
+			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, m.size, maxBytes))
 			continue
 		}
-		if len(batch) == MaxBatchEntries || bytes+size > s.maxBytes {
-			flush()
-		}
-		batch, index, bytes = append(batch, e), append(index, i), bytes+size
+		p := part[types.SendMessageBatchRequestEntry]{row: i, size: m.size}
+		p.entry = sqsEntry(p.id(), m, row)
+		parts = append(parts, p)
 	}
-	flush()
-	return errs
+	inBatches(parts, maxBytes, func(batch []part[types.SendMessageBatchRequestEntry]) {
+		entries := make([]types.SendMessageBatchRequestEntry, len(batch))
+		for i, p := range batch {
+			entries[i] = p.entry
+		}
+		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries})
+		if err != nil {
+			failBatch(errs, batch, "send batch", err)
+			return
+		}
+		got := answers{}
+		for _, ok := range out.Successful {
+			got[aws.ToString(ok.Id)] = nil
+		}
+		for _, f := range out.Failed {
+			got[aws.ToString(f.Id)] = refused("sqs", f.Code, f.Message, f.SenderFault)
+		}
+		applyAnswers(errs, batch, got, "sqs")
+	})
 }
 
-// send makes one SendMessageBatch call and records each entry's outcome.
-func (s *SQS) send(ctx context.Context, url string, batch []types.SendMessageBatchRequestEntry, index []int, errs []error) {
-	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: batch})
-	if err != nil {
-		for _, i := range index {
-			errs[i] = fmt.Errorf("send batch: %w", err)
-		}
-		return
+// sqsEntry is a message as a SendMessageBatch entry. A row with a valid
+// traceparent also carries it as AWSTraceHeader, in X-Ray's form.
+func sqsEntry(id string, m message, row outbox.Row) types.SendMessageBatchRequestEntry {
+	attrs := make(map[string]types.MessageAttributeValue, len(m.attrs))
+	for k, v := range m.attrs {
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String(attrType(k)), StringValue: aws.String(v)}
 	}
-	answered := make(map[string]bool, len(batch))
-	for _, ok := range out.Successful {
-		answered[aws.ToString(ok.Id)] = true
-	}
-	for _, f := range out.Failed {
-		id := aws.ToString(f.Id)
-		i, err := strconv.Atoi(id)
-		if err != nil || i < 0 || i >= len(errs) {
-			continue
-		}
-		answered[id] = true
-		ferr := fmt.Errorf("sqs refused message: %s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
-		if f.SenderFault {
-			ferr = outbox.Permanent(ferr)
-		}
-		errs[i] = ferr
-	}
-	for _, i := range index {
-		if !answered[strconv.Itoa(i)] {
-			errs[i] = fmt.Errorf("sqs returned no result for entry %d", i)
+	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(m.body), MessageAttributes: attrs}
+	if h, ok := XRayHeader(row.Attributes[AttrTraceParent]); ok {
+		e.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
+			sqsTraceHeader: {DataType: aws.String("String"), StringValue: aws.String(h)},
 		}
 	}
+	if m.group != "" {
+		e.MessageGroupId, e.MessageDeduplicationId = aws.String(m.group), aws.String(m.dedup)
+	}
+	return e
+}
+
+// refused is the error for an entry SQS or SNS refused: permanent when
+// the fault is the sender's (the message itself is invalid), transient
+// otherwise.
+func refused(service string, code, message *string, senderFault bool) error {
+	err := fmt.Errorf("%s refused message: %s: %s", service, aws.ToString(code), aws.ToString(message))
+	if senderFault {
+		return outbox.Permanent(err)
+	}
+	return err
 }

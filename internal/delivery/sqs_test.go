@@ -49,6 +49,14 @@ func rows(n, size int) []outbox.Row {
 	return out
 }
 
+// router is a deliverer over routes, failing t when they do not read.
+func router(t *testing.T, c delivery.Clients, routes delivery.Routes) *delivery.Router {
+	t.Helper()
+	r, err := delivery.New(c, routes, 0)
+	require.NoError(t, err)
+	return r
+}
+
 var routes = delivery.Routes{"q": "https://sqs.us-east-1.amazonaws.com/123456789012/q", "f.fifo": "https://sqs.us-east-1.amazonaws.com/123456789012/f.fifo"}
 
 func TestDeliver_SplitsBatchesByCountAndSize(t *testing.T) {
@@ -66,7 +74,7 @@ func TestDeliver_SplitsBatchesByCountAndSize(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{}
-			errs := delivery.New(rec, routes, 0).Deliver(context.Background(), "q", tt.rows)
+			errs := router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), "q", tt.rows)
 			require.Len(t, errs, len(tt.rows))
 			for _, err := range errs {
 				require.NoError(t, err)
@@ -103,7 +111,7 @@ func TestDeliver_RefusesRowsSQSWouldRejectAsPermanent(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{}
 			good := outbox.Row{Key: "good", Payload: []byte("x"), Group: "g"}
-			errs := delivery.New(rec, routes, 0).Deliver(context.Background(), tt.queue, []outbox.Row{tt.row, good})
+			errs := router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), tt.queue, []outbox.Row{tt.row, good})
 			require.ErrorContains(t, errs[0], tt.want)
 			require.True(t, outbox.IsPermanent(errs[0]))
 			if tt.queue != "nowhere" {
@@ -124,7 +132,7 @@ func TestDeliver_ClassifiesFailures(t *testing.T) {
 			},
 		}, nil // entry 3 gets no answer at all
 	}}
-	errs := delivery.New(rec, routes, 0).Deliver(context.Background(), "q", rows(4, 1))
+	errs := router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), "q", rows(4, 1))
 	require.NoError(t, errs[0])
 	require.True(t, outbox.IsPermanent(errs[1]))
 	require.ErrorContains(t, errs[1], "InvalidMessageContents: bad")
@@ -136,7 +144,7 @@ func TestDeliver_ClassifiesFailures(t *testing.T) {
 	down := &recorder{answer: func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
 		return nil, errors.New("connection refused")
 	}}
-	for _, err := range delivery.New(down, routes, 0).Deliver(context.Background(), "q", rows(3, 1)) {
+	for _, err := range router(t, delivery.Clients{SQS: down}, routes).Deliver(context.Background(), "q", rows(3, 1)) {
 		require.ErrorContains(t, err, "connection refused")
 		require.False(t, outbox.IsPermanent(err), "a failed call is retried")
 	}
@@ -146,7 +154,7 @@ func TestDeliver_SetsAttributesAndFIFOFields(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	row := outbox.Row{Key: "k1", Payload: []byte{0xff}, Attempt: 3, Group: "g", Attributes: map[string]string{"type": "created"}}
-	require.NoError(t, delivery.New(rec, routes, 0).Deliver(context.Background(), "f.fifo", []outbox.Row{row})[0])
+	require.NoError(t, router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), "f.fifo", []outbox.Row{row})[0])
 	e := rec.calls[0].Entries[0]
 	require.Equal(t, "/w==", aws.ToString(e.MessageBody))
 	require.Equal(t, "base64", aws.ToString(e.MessageAttributes[delivery.AttrEncoding].StringValue))
@@ -180,33 +188,10 @@ func TestBody_KeepsSQSTextAndEncodesTheRest(t *testing.T) {
 	}
 }
 
-func TestParseRoutes(t *testing.T) {
-	t.Parallel()
-	got, err := delivery.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events.fifo=https://sqs.eu-west-1.amazonaws.com/1/events.fifo")
-	require.NoError(t, err)
-	require.Equal(t, delivery.Routes{"orders": "http://localhost:4566/000000000000/orders", "events.fifo": "https://sqs.eu-west-1.amazonaws.com/1/events.fifo"}, got)
-	require.True(t, delivery.IsFIFO(got["events.fifo"]))
-	back, err := delivery.ParseRoutes(got.String())
-	require.NoError(t, err)
-	require.Equal(t, got, back)
-
-	for in, want := range map[string]string{
-		"orders":                    "want name=url",
-		"=http://x/q":               "want name=url",
-		"orders=not a url":          "is not an absolute queue URL",
-		"a=http://x/q,a=http://x/r": "given twice",
-		"events=http://x/q.fifo":    "ends in .fifo exactly when its queue is FIFO",
-		"events.fifo=http://x/q":    "ends in .fifo exactly when its queue is FIFO",
-	} {
-		_, err := delivery.ParseRoutes(in)
-		require.ErrorContains(t, err, want, in)
-	}
-}
-
 func TestDeliver_AgainstSQS_LargeBatchesAndFIFOArrive(t *testing.T) {
 	t.Parallel()
 	std, fifo := awstest.NewQueue(t, false), awstest.NewQueue(t, true)
-	d := delivery.New(awstest.SQS(t), delivery.Routes{"std": std, "fifo.fifo": fifo}, 0)
+	d := router(t, delivery.Clients{SQS: awstest.SQS(t)}, delivery.Routes{"std": std, "fifo.fifo": fifo})
 	big := rows(7, 100*1024)
 	for _, err := range d.Deliver(context.Background(), "std", big) {
 		require.NoError(t, err)

@@ -33,7 +33,7 @@ func TestWithCallTimeout_EndsAHungSend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := delivery.WithCallTimeout(hungSQS{}, tt.timeout).SendMessageBatch(context.Background(), nil)
+			_, err := delivery.Clients{SQS: hungSQS{}}.WithCallTimeout(tt.timeout).SQS.SendMessageBatch(context.Background(), nil)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 		})
 	}

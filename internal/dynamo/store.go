@@ -104,7 +104,18 @@ func (s *Store) Stage(ctx context.Context, row outbox.Row, now time.Time) error 
 // queue, payload, attributes, group and delay. Delivery state is ignored.
 func SameContent(a, b outbox.Row) bool {
 	return a.Queue == b.Queue && bytes.Equal(a.Payload, b.Payload) && a.Group == b.Group &&
-		maps.Equal(a.Attributes, b.Attributes) && a.NotBefore.UnixMilli() == b.NotBefore.UnixMilli()
+		maps.Equal(content(a.Attributes), content(b.Attributes)) && a.NotBefore.UnixMilli() == b.NotBefore.UnixMilli()
+}
+
+// content is a row's attributes without its trace context: a retry staged
+// from another request carries another traceparent, and is the same row.
+func content(attrs map[string]string) map[string]string {
+	if _, ok := attrs[outbox.AttrTraceParent]; !ok {
+		return attrs
+	}
+	out := maps.Clone(attrs)
+	delete(out, outbox.AttrTraceParent)
+	return out
 }
 
 // StageInput is the conditional put that stages row, for callers that add

@@ -15,13 +15,13 @@ import (
 // deliverer refuses (no group on a FIFO queue, say) is never sent, so no
 // injected fault can stand in for its real reason.
 type SQS struct {
-	Next delivery.API
+	Next delivery.SQSAPI
 	Plan *Plan
 }
 
-var _ delivery.API = SQS{}
+var _ delivery.SQSAPI = SQS{}
 
-// SendMessageBatch implements delivery.API. Decisions hash the entry's key
+// SendMessageBatch implements delivery.SQSAPI. Decisions hash the entry's key
 // and attempt, which the deliverer puts in every message's attributes.
 func (s SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	if len(in.Entries) > 0 {

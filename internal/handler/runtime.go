@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/delivery"
@@ -67,7 +66,10 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 	if err != nil {
 		return nil, err
 	}
-	sender := delivery.New(delivery.WithCallTimeout(sqs.NewFromConfig(awsCfg), call), cfg.Routes, cfg.MaxMessageBytes)
+	sender, err := delivery.New(delivery.ClientsFromConfig(awsCfg).WithCallTimeout(call), cfg.Routes, cfg.MaxMessageBytes)
+	if err != nil {
+		return nil, err
+	}
 	engine, err := outbox.New(store, sender, cfg.Policy, outbox.WithLogger(log))
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 // "emails" and "events.fifo", and the store and deliverer over them.
 type harness struct {
 	store  *dynamo.Store
-	sqs    *delivery.SQS
+	sqs    *delivery.Router
 	routes delivery.Routes
 	clock  *clock
 }
@@ -52,7 +52,15 @@ func newHarnessShards(t *testing.T, shards int) *harness {
 		"emails":      awstest.NewQueue(t, false),
 		"events.fifo": awstest.NewQueue(t, true),
 	}
-	return &harness{store: store, sqs: delivery.New(awstest.SQS(t), routes, 0), routes: routes, clock: newClock()}
+	return &harness{store: store, sqs: sqsRouter(t, awstest.SQS(t), routes), routes: routes, clock: newClock()}
+}
+
+// sqsRouter is a deliverer to SQS routes over api.
+func sqsRouter(t *testing.T, api delivery.SQSAPI, routes delivery.Routes) *delivery.Router {
+	t.Helper()
+	r, err := delivery.New(delivery.Clients{SQS: api}, routes, 0)
+	require.NoError(t, err)
+	return r
 }
 
 // testPolicy is fast: short backoff and lease, no wake grace.

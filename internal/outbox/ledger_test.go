@@ -202,7 +202,7 @@ func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) 
 // retries included: an attempt that failed without SQS's answer (a crash
 // cancelled it, or it timed out) may still have reached SQS.
 type recSQS struct {
-	next delivery.API
+	next delivery.SQSAPI
 	l    *ledger
 	plan *faults.Plan
 }

@@ -49,7 +49,7 @@ func TestOrdered_ADeadPredecessorOnASkipRouteDoesNotReleaseARowOfABlockRoute(t *
 
 	policy := testPolicy()
 	policy.Ordered = map[string]outbox.DeadHead{"skip.fifo": outbox.DeadHeadSkip, "block.fifo": outbox.DeadHeadBlock}
-	log := &sendLog{next: delivery.New(awstest.SQS(t), routes, 0), fail: func(r outbox.Row) error {
+	log := &sendLog{next: sqsRouter(t, awstest.SQS(t), routes), fail: func(r outbox.Row) error {
 		if r.Key == "p" {
 			return outbox.Permanent(errors.New("injected: refused for good"))
 		}

@@ -27,6 +27,11 @@ func (s Status) Valid() bool {
 	return false
 }
 
+// AttrTraceParent is the row attribute that holds the W3C trace context
+// (traceparent) of the code that staged the row. It is context, not
+// content: two stagings of a key that differ only in it are the same row.
+const AttrTraceParent = "traceparent"
+
 // FIFORoute reports whether the route queue names a FIFO queue: its name
 // ends in .fifo, as SQS requires of FIFO queue names. Only FIFO routes
 // have message groups.

@@ -109,7 +109,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// settled or due again, miss rows just staged, and see pages out of
 	// order. One index for every worker.
 	real := faults.NewIndexLag(recStore{Store: store, l: led}, seed, 2*time.Second)
-	sender := handOver{next: delivery.New(faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan}, routes, 0), l: led, ordered: policy.Ordered}
+	sender := handOver{next: sqsRouter(t, faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan}, routes), l: led, ordered: policy.Ordered}
 	policy.MaxAttempts = 6
 	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
 	policy.Lease = 5 * time.Second

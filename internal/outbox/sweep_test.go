@@ -148,7 +148,7 @@ func TestSweep_FinalFailureDeadLettersWithHistory(t *testing.T) {
 
 // senderFaultSQS answers SendMessageBatch itself, failing each entry as the
 // sender's fault, as SQS does for an invalid message.
-type senderFaultSQS struct{ delivery.API }
+type senderFaultSQS struct{ delivery.SQSAPI }
 
 func (senderFaultSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	out := &sqs.SendMessageBatchOutput{}
@@ -167,7 +167,7 @@ func TestSweep_PermanentFailuresDeadLetterAtOnce(t *testing.T) {
 		outbox.Row{Key: "refused", Queue: "emails", Payload: []byte("x")},
 		outbox.Row{Key: "fine", Queue: "orders", Payload: []byte("x")},
 	)
-	refusing := delivery.New(senderFaultSQS{}, h.routes, 0)
+	refusing := sqsRouter(t, senderFaultSQS{}, h.routes)
 	split := deliverByQueue{"emails": refusing, "": h.sqs}
 
 	res, err := h.engine(t, testPolicy(), split).Sweep(context.Background())

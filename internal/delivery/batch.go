@@ -1,0 +1,61 @@
+package delivery
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// part is one row's entry in a batch request: the request entry, the
+// row's index in the rows given to Deliver (also the entry's id), and the
+// entry's size as the target counts it toward the request's limit.
+type part[E any] struct {
+	entry E
+	row   int
+	size  int
+}
+
+// id is the entry id a part is sent under: its row's index.
+func (p part[E]) id() string { return strconv.Itoa(p.row) }
+
+// inBatches sends parts, in order, in requests of at most MaxBatchEntries
+// entries and maxBytes bytes. Every part is at most maxBytes on its own.
+func inBatches[E any](parts []part[E], maxBytes int, send func([]part[E])) {
+	var batch []part[E]
+	bytes := 0
+	for _, p := range parts {
+		if len(batch) == MaxBatchEntries || bytes+p.size > maxBytes {
+			send(batch)
+			batch, bytes = nil, 0
+		}
+		batch, bytes = append(batch, p), bytes+p.size
+	}
+	if len(batch) > 0 {
+		send(batch)
+	}
+}
+
+// answers records a batch request's per-entry outcome, keyed by entry id:
+// nil for an accepted entry, the error for a refused one. An entry the
+// answer leaves out gets a transient error: it may or may not have been
+// sent, and a retry is a duplicate at worst.
+type answers map[string]error
+
+// apply writes each part's outcome into errs.
+func applyAnswers[E any](errs []error, batch []part[E], got answers, target string) {
+	for _, p := range batch {
+		err, ok := got[p.id()]
+		if !ok {
+			err = fmt.Errorf("%s returned no result for entry %d", target, p.row)
+		}
+		errs[p.row] = err
+	}
+}
+
+// failBatch gives every part of a batch the error of its failed request:
+// transient, since a request that failed as a whole (throttled, denied,
+// timed out) may succeed once it is retried.
+func failBatch[E any](errs []error, batch []part[E], op string, err error) {
+	for _, p := range batch {
+		errs[p.row] = fmt.Errorf("%s: %w", op, err)
+	}
+}

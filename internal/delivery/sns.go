@@ -1,0 +1,71 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// SNSAPI is the part of the SNS client the deliverer uses.
+type SNSAPI interface {
+	PublishBatch(ctx context.Context, in *sns.PublishBatchInput, opts ...func(*sns.Options)) (*sns.PublishBatchOutput, error)
+}
+
+// toSNS publishes rows to a topic with PublishBatch: the same message,
+// attributes, group and deduplication id as SQS gets, so an SQS queue
+// subscribed with raw message delivery receives what a queue route sends.
+func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
+	maxBytes = min(maxBytes, MaxSNSBytes)
+	var parts []part[types.PublishBatchRequestEntry]
+	for i, row := range rows {
+		m, err := newMessage(row, t.FIFO)
+		switch {
+		case err != nil:
+			errs[i] = outbox.Permanent(err)
+			continue
+		case m.size > maxBytes:
+			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over SNS's %d-byte limit", ErrTooLarge, m.size, maxBytes))
+			continue
+		}
+		p := part[types.PublishBatchRequestEntry]{row: i, size: m.size}
+		p.entry = snsEntry(p.id(), m)
+		parts = append(parts, p)
+	}
+	inBatches(parts, maxBytes, func(batch []part[types.PublishBatchRequestEntry]) {
+		entries := make([]types.PublishBatchRequestEntry, len(batch))
+		for i, p := range batch {
+			entries[i] = p.entry
+		}
+		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries})
+		if err != nil {
+			failBatch(errs, batch, "publish batch", err)
+			return
+		}
+		got := answers{}
+		for _, ok := range out.Successful {
+			got[aws.ToString(ok.Id)] = nil
+		}
+		for _, f := range out.Failed {
+			got[aws.ToString(f.Id)] = refused("sns", f.Code, f.Message, f.SenderFault)
+		}
+		applyAnswers(errs, batch, got, "sns")
+	})
+}
+
+// snsEntry is a message as a PublishBatch entry.
+func snsEntry(id string, m message) types.PublishBatchRequestEntry {
+	attrs := make(map[string]types.MessageAttributeValue, len(m.attrs))
+	for k, v := range m.attrs {
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String(attrType(k)), StringValue: aws.String(v)}
+	}
+	e := types.PublishBatchRequestEntry{Id: aws.String(id), Message: aws.String(m.body), MessageAttributes: attrs}
+	if m.group != "" {
+		e.MessageGroupId, e.MessageDeduplicationId = aws.String(m.group), aws.String(m.dedup)
+	}
+	return e
+}

@@ -1,0 +1,124 @@
+package delivery
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Kind is the kind of destination a route delivers to.
+type Kind int
+
+// The kinds of destination. A route's target string says which it is: an
+// SQS queue URL, an SNS topic ARN, or an EventBridge bus ARN or name.
+const (
+	KindSQS Kind = iota
+	KindSNS
+	KindEventBridge
+)
+
+// String names the kind as AWS does.
+func (k Kind) String() string {
+	switch k {
+	case KindSQS:
+		return "SQS"
+	case KindSNS:
+		return "SNS"
+	case KindEventBridge:
+		return "EventBridge"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Target is where a route delivers, read from its target string.
+type Target struct {
+	Kind Kind
+	// Address is the queue URL, the topic ARN, or the bus name or ARN, as
+	// the API call names it.
+	Address string
+	// FIFO is set for a FIFO queue or topic: rows need a message group.
+	FIFO bool
+	// Source and DetailType are an EventBridge route's defaults for the
+	// event's source and detail-type, for rows without the attributes.
+	Source, DetailType string
+}
+
+// EventBridge route options, written after the bus as a query string:
+// arn:aws:events:REGION:ACCOUNT:event-bus/NAME?source=S&detail-type=D.
+const (
+	OptionSource     = "source"
+	OptionDetailType = "detail-type"
+)
+
+var (
+	// topicARN is an SNS topic ARN: the name holds letters, digits,
+	// hyphens and underscores, and ".fifo" at the end of a FIFO topic.
+	topicARN = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$`)
+	// busARN is an EventBridge bus ARN; busName a bus name.
+	busARN  = regexp.MustCompile(`^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus/([A-Za-z0-9._/-]{1,256})$`)
+	busName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
+)
+
+// ParseTarget reads a route's target: an absolute SQS queue URL, an SNS
+// topic ARN, or an EventBridge bus ARN or plain name, the last two with
+// optional "?source=S&detail-type=D". A bus name holds no slash, so that
+// a queue URL missing its scheme is refused rather than taken for a bus
+// (a partner bus, whose name has one, is named by its ARN).
+func ParseTarget(s string) (Target, error) {
+	address, options, hasOptions := strings.Cut(s, "?")
+	var t Target
+	switch {
+	case strings.HasPrefix(address, "arn:") && strings.Contains(address, ":sns:"):
+		if !topicARN.MatchString(address) || len(address[strings.LastIndex(address, ":")+1:]) > 256 {
+			return Target{}, fmt.Errorf("%q is not an SNS topic ARN", address)
+		}
+		t = Target{Kind: KindSNS, Address: address, FIFO: strings.HasSuffix(address, ".fifo")}
+	case strings.HasPrefix(address, "arn:") && strings.Contains(address, ":events:"):
+		if !busARN.MatchString(address) {
+			return Target{}, fmt.Errorf("%q is not an EventBridge event bus ARN", address)
+		}
+		t = Target{Kind: KindEventBridge, Address: address}
+	case strings.Contains(address, "://"):
+		u, err := url.Parse(address)
+		if err != nil || !u.IsAbs() || u.Host == "" {
+			return Target{}, fmt.Errorf("%q is not an absolute queue URL", address)
+		}
+		t = Target{Kind: KindSQS, Address: address, FIFO: IsFIFO(address)}
+	case busName.MatchString(address):
+		t = Target{Kind: KindEventBridge, Address: address}
+	default:
+		return Target{}, fmt.Errorf("%q is not a queue URL, a topic ARN or an event bus ARN or name", address)
+	}
+	if !hasOptions {
+		return t, nil
+	}
+	if t.Kind != KindEventBridge {
+		return Target{}, fmt.Errorf("%q: only EventBridge routes take options", s)
+	}
+	q, err := url.ParseQuery(options)
+	if err != nil {
+		return Target{}, fmt.Errorf("%q: options: %w", s, err)
+	}
+	for name, vals := range q {
+		if len(vals) != 1 || vals[0] == "" {
+			return Target{}, fmt.Errorf("%q: option %s wants one non-empty value", s, name)
+		}
+		switch name {
+		case OptionSource:
+			t.Source = vals[0]
+		case OptionDetailType:
+			t.DetailType = vals[0]
+		default:
+			return Target{}, fmt.Errorf("%q: unknown option %q (want %s or %s)", s, name, OptionSource, OptionDetailType)
+		}
+	}
+	if err := checkSource(t.Source); t.Source != "" && err != nil {
+		return Target{}, fmt.Errorf("%q: %w", s, err)
+	}
+	return t, nil
+}
+
+// IsFIFO reports whether a queue URL or topic ARN names a FIFO queue or
+// topic.
+func IsFIFO(target string) bool { return strings.HasSuffix(target, ".fifo") }
