@@ -89,8 +89,8 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 	}{
 		{"OUTFLOW_TABLE", "", "OUTFLOW_TABLE is required"},
 		{"OUTFLOW_ROUTES", "", "OUTFLOW_ROUTES is required"},
-		{"OUTFLOW_ROUTES", "orders", `OUTFLOW_ROUTES="orders": route "orders": want name=url`},
-		{"OUTFLOW_ROUTES", "orders=nope", `is not an absolute queue URL`},
+		{"OUTFLOW_ROUTES", "orders", `OUTFLOW_ROUTES="orders": route "orders": want name=target`},
+		{"OUTFLOW_ROUTES", "orders=sqs.example/1/orders", `is not a queue URL, a topic ARN or an event bus ARN or name`},
 		{"OUTFLOW_SHARDS", "four", `OUTFLOW_SHARDS="four": not an integer`},
 		{"OUTFLOW_SHARDS", "0", "OUTFLOW_SHARDS=0: must be in [1, 1000]"},
 		{"OUTFLOW_DONE_RETENTION", "-1h", "OUTFLOW_DONE_RETENTION=-1h0m0s: must not be negative"},

@@ -211,3 +211,29 @@ func TestDeliver_AgainstSQS_LargeBatchesAndFIFOArrive(t *testing.T) {
 		require.Equal(t, ordered[i].Key, aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue), "FIFO order within one batch")
 	}
 }
+
+func TestDeliver_ToSQS_CarriesTheTraceParentAndXRaysTraceHeader(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		trace      string
+		wantHeader string
+	}{
+		{"sampled", traceParent, "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"},
+		{"not sampled", "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-00", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0"},
+		{"not a traceparent: sent as it is, no header", "garbage", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q := awstest.NewQueue(t, false)
+			d := router(t, delivery.Clients{SQS: awstest.SQS(t)}, delivery.Routes{"q": q})
+			row := outbox.Row{Key: "k", Payload: []byte("x"), Attempt: 1, Attributes: map[string]string{delivery.AttrTraceParent: tt.trace}}
+			require.NoError(t, d.Deliver(context.Background(), "q", []outbox.Row{row})[0])
+			got := awstest.Receive(t, q, 1, 20*time.Second)
+			require.Len(t, got, 1)
+			require.Equal(t, tt.trace, aws.ToString(got[0].MessageAttributes[delivery.AttrTraceParent].StringValue))
+			require.Equal(t, tt.wantHeader, got[0].Attributes["AWSTraceHeader"])
+		})
+	}
+}

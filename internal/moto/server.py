@@ -8,6 +8,8 @@ exactly as moto_server does (same arguments). It also makes an update
 that fails part way leave the item as it was, as DynamoDB does, refuses
 update arithmetic whose result DynamoDB cannot store, and checks a
 transaction's conditions before its writes instead of copying each table.
+Its SQS keeps a batch entry's system attributes (AWSTraceHeader), as a
+single send's.
 
 For tests only, POST /outflow-faults/transaction-conflict?table=T&key=K
 makes the next TransactWriteItems that touches the item whose hash key is K
@@ -34,6 +36,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.sqs.models import SQSBackend
 from werkzeug.wrappers import Request, Response
 
 _lock = threading.RLock()
@@ -248,7 +251,26 @@ def _put_back(saved):
             table.items.setdefault(hash_key, {})[range_key] = item
 
 
+def _batch_system_attributes(fn):
+    """moto's SendMessageBatch drops each entry's MessageSystemAttributes
+    (AWSTraceHeader), which its SendMessage keeps and SQS keeps for both;
+    this puts them on the messages the batch made."""
+
+    @functools.wraps(fn)
+    def send(self, queue_name, entries):
+        messages, failed = fn(self, queue_name, entries)
+        by_id = {e.get("Id"): e.get("MessageSystemAttributes") for e in entries.values()}
+        for message in messages:
+            attrs = by_id.get(getattr(message, "user_id", None))
+            if attrs:
+                message.system_attributes = attrs
+        return messages, failed
+
+    return send
+
+
 DynamoDBBackend.transact_write_items = _transact_write_items
+SQSBackend.send_message_batch = _batch_system_attributes(SQSBackend.send_message_batch)
 DomainDispatcherApplication.__call__ = _fault_endpoint(DomainDispatcherApplication.__call__)
 DynamoType.__add__ = _storable(DynamoType.__add__)
 DynamoType.__sub__ = _storable(DynamoType.__sub__)
