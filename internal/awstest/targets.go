@@ -35,7 +35,9 @@ func NewTopic(t testing.TB, fifo bool) string {
 		t.Fatal(err)
 	}
 	arn := aws.ToString(out.TopicArn)
-	t.Cleanup(func() { _, _ = client.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: aws.String(arn)}) })
+	t.Cleanup(func() {
+		_, _ = client.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: aws.String(arn)})
+	})
 	return arn
 }
 
@@ -77,7 +79,9 @@ func NewBus(t testing.TB) (name, arn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = client.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(name)}) })
+	t.Cleanup(func() {
+		_, _ = client.DeleteEventBus(context.Background(), &eventbridge.DeleteEventBusInput{Name: aws.String(name)})
+	})
 	return name, aws.ToString(out.EventBusArn)
 }
 

@@ -246,10 +246,17 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 
 	f := t.TempDir() + "/body.bin"
 	require.NoError(t, os.WriteFile(f, []byte{0, 1, 2}, 0o600))
-	e.ok(t, "enqueue", "--queue", "events.fifo", "--body-file", f, "--group", "g1", "--key", "fifo-1")
+	e.ok(t, "enqueue", "--queue", "events.fifo", "--body-file", f, "--group", "g1", "--key", "fifo-1", "--routes", "events.fifo=http://localhost:1/q.fifo")
 	row, err = e.store.Get(context.Background(), "fifo-1")
 	require.NoError(t, err)
 	require.Equal(t, []byte{0, 1, 2}, row.Payload)
+
+	tp := "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+	e.ok(t, "enqueue", "--queue", "domain", "--body", `{"id":1}`, "--key", "event-1", "--traceparent", tp,
+		"--routes", "domain=bus?source=app&detail-type=T")
+	row, err = e.store.Get(context.Background(), "event-1")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"traceparent": tp}, row.Attributes)
 
 	for _, tt := range []struct {
 		args []string
@@ -259,9 +266,15 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 		{[]string{"enqueue", "--body", "x"}, cli.ExitUsage, `required flag(s) "queue" not set`},
 		{[]string{"enqueue", "--queue", "orders"}, cli.ExitUsage, "exactly one of --body and --body-file"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--attr", "novalue"}, cli.ExitUsage, "want name=value"},
-		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x"}, cli.ExitError, "FIFO queue needs a message group"},
+		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--routes", "events.fifo=http://localhost:1/q.fifo"}, cli.ExitError, "FIFO queue needs a message group"},
+		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--group", "g"}, cli.ExitError, "no such route"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--key", "fifo-1"}, cli.ExitError, "key already staged with different content"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--delay", "soon"}, cli.ExitUsage, "invalid argument"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--traceparent", "nope"}, cli.ExitError, "not a W3C traceparent"},
+		{[]string{"enqueue", "--queue", "domain", "--body", "x", "--routes", "domain=bus?source=app&detail-type=T"}, cli.ExitError, "payload is not a JSON object"},
+		{[]string{"enqueue", "--queue", "domain", "--body", "{}", "--routes", "domain=bus"}, cli.ExitError, "no source"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--routes", "domain=bus"}, cli.ExitError, "no such route"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--routes", "orders=nowhere/q"}, cli.ExitUsage, `route "orders"`},
 	} {
 		r := e.run(t, tt.args...)
 		require.Equal(t, tt.code, r.code, "%v: %s", tt.args, r.stderr)

@@ -13,12 +13,12 @@ import (
 )
 
 func (a *app) enqueueCommand() *cobra.Command {
-	var queue, body, bodyFile, group, key string
+	var queue, body, bodyFile, group, key, routes, traceParent string
 	var attrs []string
 	var delay time.Duration
 	cmd := &cobra.Command{
-		Use:   "enqueue --queue Q (--body STR|--body-file F) [--attr k=v]... [--group G] [--delay DUR] [--key K]",
-		Short: "Stage one row, validated as the producer package does",
+		Use:   "enqueue --queue Q (--body STR|--body-file F) [--attr k=v]... [--group G] [--delay DUR] [--key K] [--traceparent TP]",
+		Short: "Stage one row, validated as the producer package does (against its route's target when routes are known)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (body == "") == (bodyFile == "") {
@@ -31,7 +31,7 @@ func (a *app) enqueueCommand() *cobra.Command {
 					return fmt.Errorf("read body: %w", err)
 				}
 			}
-			row := outflow.Row{Key: key, Queue: queue, Payload: payload, Group: group, Attributes: map[string]string{}}
+			row := outflow.Row{Key: key, Queue: queue, Payload: payload, Group: group, Attributes: map[string]string{}, TraceParent: traceParent}
 			for _, kv := range attrs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
@@ -49,9 +49,12 @@ func (a *app) enqueueCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := outflow.NewProducer(client, outflow.Config{Table: a.table, Shards: a.shards})
+			if routes == "" {
+				routes = a.getenv("OUTFLOW_ROUTES")
+			}
+			p, err := outflow.NewProducer(client, outflow.Config{Table: a.table, Shards: a.shards, Routes: routes})
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			keys, err := p.Put(cmd.Context(), row)
 			if err != nil {
@@ -72,6 +75,8 @@ func (a *app) enqueueCommand() *cobra.Command {
 	f.StringVar(&group, "group", "", "FIFO message group (required for .fifo queues)")
 	f.DurationVar(&delay, "delay", 0, "deliver no sooner than this from now")
 	f.StringVar(&key, "key", "", "dispatch key (default: a new ULID)")
+	f.StringVar(&routes, "routes", "", "the dispatcher's routes name=target,..., to check the row against its target's limits (default $OUTFLOW_ROUTES; none: SQS's)")
+	f.StringVar(&traceParent, "traceparent", "", "W3C trace context the message carries to its consumer")
 	_ = cmd.MarkFlagRequired("queue")
 	return cmd
 }
