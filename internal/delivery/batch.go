@@ -3,6 +3,8 @@ package delivery
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // part is one row's entry in a batch request: the request entry, the
@@ -16,6 +18,37 @@ type part[E any] struct {
 
 // id is the entry id a part is sent under: its row's index.
 func (p part[E]) id() string { return strconv.Itoa(p.row) }
+
+// messageParts builds each row's message for a queue or topic, as entry
+// makes it, and gives a permanent error to a row that cannot be one or is
+// over maxBytes (whose limit, "the " or "SNS's ", the error names).
+func messageParts[E any](rows []outbox.Row, fifo bool, maxBytes int, whose string, errs []error, entry func(id string, m message, row outbox.Row) E) []part[E] {
+	var parts []part[E]
+	for i, row := range rows {
+		m, err := newMessage(row, fifo)
+		switch {
+		case err != nil:
+			errs[i] = outbox.Permanent(err)
+			continue
+		case m.size > maxBytes:
+			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over %s%d-byte limit", ErrTooLarge, m.size, whose, maxBytes))
+			continue
+		}
+		p := part[E]{row: i, size: m.size}
+		p.entry = entry(p.id(), m, row)
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// entries is a batch's request entries.
+func entries[E any](batch []part[E]) []E {
+	out := make([]E, len(batch))
+	for i, p := range batch {
+		out[i] = p.entry
+	}
+	return out
+}
 
 // inBatches sends parts, in order, in requests of at most MaxBatchEntries
 // entries and maxBytes bytes. Every part is at most maxBytes on its own.

@@ -162,11 +162,7 @@ func toEventBridge(ctx context.Context, api EventBridgeAPI, t Target, rows []out
 		parts = append(parts, part[types.PutEventsRequestEntry]{entry: entry, row: i, size: e.size})
 	}
 	inBatches(parts, MaxEventBytes, func(batch []part[types.PutEventsRequestEntry]) {
-		entries := make([]types.PutEventsRequestEntry, len(batch))
-		for i, p := range batch {
-			entries[i] = p.entry
-		}
-		out, err := api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+		out, err := api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "put events", err)
 			return

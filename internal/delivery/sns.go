@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -21,27 +20,9 @@ type SNSAPI interface {
 // subscribed with raw message delivery receives what a queue route sends.
 func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
 	maxBytes = min(maxBytes, MaxSNSBytes)
-	var parts []part[types.PublishBatchRequestEntry]
-	for i, row := range rows {
-		m, err := newMessage(row, t.FIFO)
-		switch {
-		case err != nil:
-			errs[i] = outbox.Permanent(err)
-			continue
-		case m.size > maxBytes:
-			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over SNS's %d-byte limit", ErrTooLarge, m.size, maxBytes))
-			continue
-		}
-		p := part[types.PublishBatchRequestEntry]{row: i, size: m.size}
-		p.entry = snsEntry(p.id(), m)
-		parts = append(parts, p)
-	}
+	parts := messageParts(rows, t.FIFO, maxBytes, "SNS's ", errs, snsEntry)
 	inBatches(parts, maxBytes, func(batch []part[types.PublishBatchRequestEntry]) {
-		entries := make([]types.PublishBatchRequestEntry, len(batch))
-		for i, p := range batch {
-			entries[i] = p.entry
-		}
-		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries})
+		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "publish batch", err)
 			return
@@ -58,7 +39,7 @@ func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxByte
 }
 
 // snsEntry is a message as a PublishBatch entry.
-func snsEntry(id string, m message) types.PublishBatchRequestEntry {
+func snsEntry(id string, m message, _ outbox.Row) types.PublishBatchRequestEntry {
 	attrs := make(map[string]types.MessageAttributeValue, len(m.attrs))
 	for k, v := range m.attrs {
 		attrs[k] = types.MessageAttributeValue{DataType: aws.String(attrType(k)), StringValue: aws.String(v)}

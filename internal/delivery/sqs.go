@@ -21,27 +21,9 @@ const sqsTraceHeader = "AWSTraceHeader"
 
 // toSQS sends rows to a queue with SendMessageBatch.
 func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
-	var parts []part[types.SendMessageBatchRequestEntry]
-	for i, row := range rows {
-		m, err := newMessage(row, t.FIFO)
-		switch {
-		case err != nil:
-			errs[i] = outbox.Permanent(err)
-			continue
-		case m.size > maxBytes:
-			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, m.size, maxBytes))
-			continue
-		}
-		p := part[types.SendMessageBatchRequestEntry]{row: i, size: m.size}
-		p.entry = sqsEntry(p.id(), m, row)
-		parts = append(parts, p)
-	}
+	parts := messageParts(rows, t.FIFO, maxBytes, "the ", errs, sqsEntry)
 	inBatches(parts, maxBytes, func(batch []part[types.SendMessageBatchRequestEntry]) {
-		entries := make([]types.SendMessageBatchRequestEntry, len(batch))
-		for i, p := range batch {
-			entries[i] = p.entry
-		}
-		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries})
+		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "send batch", err)
 			return
