@@ -92,8 +92,13 @@ func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (outbox.Row, 
 		}
 		target = t
 	}
-	if trace && r.TraceParent == "" && r.Attributes[outbox.AttrTraceParent] == "" && len(r.Attributes) < MaxOwnAttributes {
-		r.TraceParent = TraceParent(ctx)
+	if _, given := r.Attributes[outbox.AttrTraceParent]; trace && !given && r.TraceParent == "" {
+		// The context's trace goes only where it fits: a row valid without
+		// it is never refused for it.
+		traced := r
+		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(target, p.maxBytes) == nil {
+			r = traced
+		}
 	}
 	if err := r.validate(target, p.maxBytes); err != nil {
 		return outbox.Row{}, err

@@ -39,7 +39,8 @@ type Row struct {
 	// consumer, stored as the "traceparent" attribute. Put and
 	// TransactItems fill an empty one from their context (TraceParent
 	// says how); TransactItem, which has no context, leaves it as given.
-	// It is left out when the row's attributes leave no room for it.
+	// One from the context is left out when the row would not be valid
+	// with it (no attribute left for it, or no room in the size limit).
 	TraceParent string
 }
 
@@ -87,8 +88,10 @@ var (
 	ErrEventField = delivery.ErrEventField
 )
 
-// MaxOwnAttributes is how many attributes a row may carry: SQS allows 10,
-// and Outflow sends outflow.key and outflow.attempt with every message.
+// MaxOwnAttributes is how many attributes a row for an SQS queue or an SNS
+// topic may carry: SQS allows 10, and Outflow sends outflow.key and
+// outflow.attempt with every message. An event carries its attributes in
+// its detail, without a count of its own.
 const MaxOwnAttributes = delivery.MaxAttributes - 2
 
 // Validate reports the first reason the row cannot be staged to an SQS
@@ -111,7 +114,7 @@ func (r Row) validate(target delivery.Target, maxBytes int) error {
 	if err != nil {
 		return err
 	}
-	if len(attrs) > MaxOwnAttributes {
+	if len(attrs) > MaxOwnAttributes && target.Kind != delivery.KindEventBridge {
 		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), MaxOwnAttributes)
 	}
 	key := r.Key
@@ -131,6 +134,9 @@ func (r Row) validate(target delivery.Target, maxBytes int) error {
 func (r Row) attributes() (map[string]string, error) {
 	tp := r.TraceParent
 	if v, ok := r.Attributes[outbox.AttrTraceParent]; ok {
+		if err := delivery.ValidTraceParent(v); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrAttributeValue, err)
+		}
 		if tp != "" && tp != v {
 			return nil, fmt.Errorf("%w: the %s attribute and TraceParent differ", ErrAttributeValue, outbox.AttrTraceParent)
 		}

@@ -3,7 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +19,7 @@ func (a *app) enqueueCommand() *cobra.Command {
 	var queue, body, bodyFile, group, key, routes, traceParent string
 	var attrs []string
 	var delay time.Duration
+	var maxBytes int
 	cmd := &cobra.Command{
 		Use:   "enqueue --queue Q (--body STR|--body-file F) [--attr k=v]... [--group G] [--delay DUR] [--key K] [--traceparent TP]",
 		Short: "Stage one row, validated as the producer package does (against its route's target when routes are known)",
@@ -52,7 +56,19 @@ func (a *app) enqueueCommand() *cobra.Command {
 			if routes == "" {
 				routes = a.getenv("OUTFLOW_ROUTES")
 			}
-			p, err := outflow.NewProducer(client, outflow.Config{Table: a.table, Shards: a.shards, Routes: routes})
+			if !cmd.Flags().Changed("max-message-bytes") {
+				if v := a.getenv("OUTFLOW_MAX_MESSAGE_BYTES"); v != "" {
+					if maxBytes, err = strconv.Atoi(v); err != nil {
+						return usagef("OUTFLOW_MAX_MESSAGE_BYTES=%q: %v", v, err)
+					}
+				}
+			}
+			ordered, err := a.ordered()
+			if err != nil {
+				return err
+			}
+			p, err := outflow.NewProducer(client, outflow.Config{Table: a.table, Shards: a.shards, Routes: routes,
+				MaxMessageBytes: maxBytes, Ordered: slices.Sorted(maps.Keys(ordered))})
 			if err != nil {
 				return usageError{err}
 			}
@@ -77,6 +93,8 @@ func (a *app) enqueueCommand() *cobra.Command {
 	f.StringVar(&key, "key", "", "dispatch key (default: a new ULID)")
 	f.StringVar(&routes, "routes", "", "the dispatcher's routes name=target,..., to check the row against its target's limits (default $OUTFLOW_ROUTES; none: SQS's)")
 	f.StringVar(&traceParent, "traceparent", "", "W3C trace context the message carries to its consumer")
+	f.IntVar(&maxBytes, "max-message-bytes", 0, "the dispatcher's message size limit (default $OUTFLOW_MAX_MESSAGE_BYTES, else 262144)")
+	a.orderedFlag(cmd)
 	_ = cmd.MarkFlagRequired("queue")
 	return cmd
 }

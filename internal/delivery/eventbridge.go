@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"strings"
 	"unicode/utf8"
@@ -34,9 +35,18 @@ const (
 // not have a member of that name.
 const MemberOutflow = "outflow"
 
-// MaxEventBytes is EventBridge's limit on one PutEvents entry and on one
-// request: source, detail-type and detail, in bytes.
-const MaxEventBytes = 256 * 1024
+// EventBridge's limits, as PutEvents documents them.
+const (
+	// MaxEventBytes is the most one PutEvents entry, and one request, may
+	// hold: source, detail-type and detail, in bytes ("less than 256KB").
+	MaxEventBytes = 256*1024 - 1
+	// MaxSourceChars and MaxDetailTypeChars bound an entry's source and
+	// detail-type.
+	MaxSourceChars     = 256
+	MaxDetailTypeChars = 128
+	// MaxDetailDepth is how deeply PutEvents reads nested JSON.
+	MaxDetailDepth = 1000
+)
 
 // permanentEventCodes are the entry error codes that name a fault of the
 // event itself, which a retry cannot fix. Every other code (InternalFailure,
@@ -90,6 +100,9 @@ func newEvent(row outbox.Row, t Target) (event, error) {
 	if err := checkSource(e.source); err != nil {
 		return event{}, err
 	}
+	if err := checkDetailType(e.detailType); err != nil {
+		return event{}, err
+	}
 	meta := eventMeta{Key: row.Key, Attempt: row.Attempt, TraceParent: attrs[AttrTraceParent]}
 	delete(attrs, AttrTraceParent)
 	if len(attrs) > 0 {
@@ -108,10 +121,22 @@ func newEvent(row outbox.Row, t Target) (event, error) {
 	return e, nil
 }
 
-// checkSource refuses a source EventBridge keeps for AWS's own events.
+// checkSource refuses a source PutEvents refuses: too long, or one kept
+// for AWS's own events.
 func checkSource(source string) error {
-	if strings.HasPrefix(source, "aws.") {
+	switch {
+	case utf8.RuneCountInString(source) > MaxSourceChars:
+		return fmt.Errorf("%w: a source holds at most %d characters", ErrEventField, MaxSourceChars)
+	case strings.HasPrefix(source, "aws."):
 		return fmt.Errorf("%w: source %q: sources starting with aws. are AWS's own", ErrEventField, source)
+	}
+	return nil
+}
+
+// checkDetailType refuses a detail-type PutEvents refuses.
+func checkDetailType(detailType string) error {
+	if utf8.RuneCountInString(detailType) > MaxDetailTypeChars {
+		return fmt.Errorf("%w: a detail-type holds at most %d characters", ErrEventField, MaxDetailTypeChars)
 	}
 	return nil
 }
@@ -120,13 +145,13 @@ func checkSource(source string) error {
 // payload's own bytes kept as they are, so rules match on the payload's
 // members as written.
 func eventDetail(payload []byte, meta eventMeta) (string, error) {
-	var members map[string]json.RawMessage
 	trimmed := bytes.TrimLeft(payload, " \t\r\n")
-	if !utf8.Valid(payload) || len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(payload, &members) != nil {
+	if !utf8.Valid(payload) || len(trimmed) == 0 || trimmed[0] != '{' {
 		return "", fmt.Errorf("%w: an EventBridge event's detail must be one", ErrNotJSON)
 	}
-	if _, ok := members[MemberOutflow]; ok {
-		return "", fmt.Errorf("%w: the payload has a top-level %q member, which Outflow adds to every event", ErrNotJSON, MemberOutflow)
+	members, err := checkDetail(payload)
+	if err != nil {
+		return "", err
 	}
 	m, err := json.Marshal(meta)
 	if err != nil {
@@ -136,11 +161,63 @@ func eventDetail(payload []byte, meta eventMeta) (string, error) {
 	b.Grow(len(payload) + len(m) + 16)
 	b.WriteString(`{"` + MemberOutflow + `":`)
 	b.Write(m)
-	if len(members) > 0 {
+	if members > 0 {
 		b.WriteByte(',')
 	}
 	b.Write(trimmed[1:])
 	return b.String(), nil
+}
+
+// checkDetail reads a JSON object as PutEvents will and returns how many
+// members it has: it must be one whole JSON value, nested at most
+// MaxDetailDepth deep, whose integers fit in 64 bits, without a top-level
+// outflow member.
+func checkDetail(payload []byte) (int, error) {
+	notJSON := func(format string, args ...any) (int, error) {
+		return 0, fmt.Errorf("%w: "+format, append([]any{ErrNotJSON}, args...)...)
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	members, depth, closed := 0, 0, false
+	key := false // the next string is a member name of the top object
+	for {
+		tok, err := dec.Token()
+		switch {
+		case err == io.EOF && closed:
+			return members, nil
+		case err != nil:
+			return notJSON("an EventBridge event's detail must be one: %v", err)
+		case closed:
+			return notJSON("an EventBridge event's detail must be one, with nothing after it")
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+			} else {
+				depth--
+			}
+			if depth > MaxDetailDepth {
+				return notJSON("nested deeper than the %d levels PutEvents reads", MaxDetailDepth)
+			}
+			key, closed = depth == 1, depth == 0
+			continue
+		case string:
+			if key {
+				members++
+				if v == MemberOutflow {
+					return notJSON("the payload has a top-level %q member, which Outflow adds to every event", MemberOutflow)
+				}
+				key = false
+				continue
+			}
+		case json.Number:
+			if _, err := v.Int64(); err != nil && !strings.ContainsAny(string(v), ".eE") {
+				return notJSON("the integer %s is past the 64-bit range PutEvents accepts", v)
+			}
+		}
+		key = depth == 1 // a value of the top object is read: a name comes next
+	}
 }
 
 // toEventBridge puts rows on a bus with PutEvents.

@@ -58,6 +58,8 @@ var (
 	// busARN is an EventBridge bus ARN; busName a bus name.
 	busARN  = regexp.MustCompile(`^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus/([A-Za-z0-9._/-]{1,256})$`)
 	busName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
+	// queueName is an SQS queue name, the last segment of its URL.
+	queueName = regexp.MustCompile(`^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$`)
 )
 
 // ParseTarget reads a route's target: an absolute SQS queue URL, an SNS
@@ -81,8 +83,8 @@ func ParseTarget(s string) (Target, error) {
 		t = Target{Kind: KindEventBridge, Address: address}
 	case strings.Contains(address, "://"):
 		u, err := url.Parse(address)
-		if err != nil || !u.IsAbs() || u.Host == "" {
-			return Target{}, fmt.Errorf("%q is not an absolute queue URL", address)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !queueName.MatchString(u.Path[strings.LastIndex(u.Path, "/")+1:]) {
+			return Target{}, fmt.Errorf("%q is not a queue URL (http or https, ending in the queue's name)", address)
 		}
 		t = Target{Kind: KindSQS, Address: address, FIFO: IsFIFO(address)}
 	case busName.MatchString(address):
@@ -113,8 +115,10 @@ func ParseTarget(s string) (Target, error) {
 			return Target{}, fmt.Errorf("%q: unknown option %q (want %s or %s)", s, name, OptionSource, OptionDetailType)
 		}
 	}
-	if err := checkSource(t.Source); t.Source != "" && err != nil {
-		return Target{}, fmt.Errorf("%q: %w", s, err)
+	for _, err := range []error{checkSource(t.Source), checkDetailType(t.DetailType)} {
+		if err != nil {
+			return Target{}, fmt.Errorf("%q: %w", s, err)
+		}
 	}
 	return t, nil
 }
