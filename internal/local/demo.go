@@ -502,9 +502,9 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 	if len(rep.Subscribers) > 0 {
 		fmt.Fprintf(w, "\nthe consumer's queues behind the topic and the bus:\n")
 		for _, s := range rep.Subscribers {
-			how := "traceparent as a message attribute"
+			how := "key and traceparent in its message attributes"
 			if s.Kind == delivery.KindEventBridge.String() {
-				how = "key and traceparent from detail.outflow"
+				how = "key from detail.outflow.key, traceparent in detail.outflow.traceparent"
 			}
 			fmt.Fprintf(w, "  %s (%s) → %s: %d delivered, %s: %d/%d\n", s.Route, s.Kind, s.Via, s.Delivered, how, s.TraceParents, s.Delivered)
 		}
