@@ -20,8 +20,8 @@ func (a *app) localCommand() *cobra.Command {
 	var keep, noDemo, verbose bool
 	cmd := &cobra.Command{
 		Use:   "local",
-		Short: "Run Outflow end to end on this machine: moto as AWS, the template's table and queues, sweep, wake and consumers",
-		Long: "local starts the moto server from .venv (unless --endpoint names one), creates the table and queues that " +
+		Short: "Run Outflow end to end on this machine: moto as AWS, the template's table, queues, topics and buses, sweep, wake and consumers",
+		Long: "local starts the moto server from .venv (unless --endpoint names one), creates the table, queues, topics and event buses that " +
 			"template.yaml defines, runs the sweep on a local schedule and the wake from the table's stream through the " +
 			"template's FilterCriteria, and consumes every queue. By default it then runs a demo and exits 0 only if every " +
 			"row was delivered or dead-lettered as staged. --keep leaves everything running until Ctrl-C.",
@@ -78,8 +78,8 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 	if r.Partitions > 1 {
 		mode += fmt.Sprintf(", %d sweep partitions over %s shards", r.Partitions, r.Stack.Env["SweepFunction"]["OUTFLOW_SHARDS"])
 	}
-	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %d queues, %s, ready in %s\n",
-		r.Endpoint, r.Stack.Table, len(r.Stack.QueueURLs), mode, time.Since(started).Round(time.Millisecond))
+	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %s, %s, %s, %s, ready in %s\n",
+		r.Endpoint, r.Stack.Table, count(len(r.Stack.QueueURLs), "queue"), count(len(r.Stack.TopicARNs), "topic"), count(len(r.Stack.BusARNs), "event bus"), mode, time.Since(started).Round(time.Millisecond))
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -104,6 +104,12 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		for name, url := range r.Stack.QueueURLs {
 			fmt.Fprintf(a.stderr, "  queue %-12s %s\n", name, url)
 		}
+		for name, arn := range r.Stack.TopicARNs {
+			fmt.Fprintf(a.stderr, "  topic %-12s %s\n", name, arn)
+		}
+		for name, arn := range r.Stack.BusARNs {
+			fmt.Fprintf(a.stderr, "  bus   %-12s %s\n", name, arn)
+		}
 		<-ctx.Done()
 	}
 	stop()
@@ -111,6 +117,17 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		result = err
 	}
 	return result
+}
+
+// count is n things, "1 topic" or "2 topics".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	if strings.HasSuffix(thing, "s") {
+		return fmt.Sprintf("%d %ses", n, thing)
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -1,7 +1,10 @@
 package local
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"maps"
@@ -13,12 +16,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow"
 	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
@@ -41,14 +46,17 @@ const DemoBrokenRoute = "audit"
 
 // Demo rows.
 const (
-	demoOrders   = 30
-	demoEvents   = 15
-	demoDelay    = 4 * time.Second
-	demoNoRoute  = "payments"
-	keyNoRoute   = "demo-payments-1"
-	keyBroken    = "demo-audit-1"
-	keyDelayed   = "demo-orders-delayed"
-	demoDeadline = 90 * time.Second
+	demoOrders  = 30
+	demoEvents  = 15
+	demoDelay   = 4 * time.Second
+	demoNoRoute = "payments"
+	keyNoRoute  = "demo-payments-1"
+	keyBroken   = "demo-audit-1"
+	keyDelayed  = "demo-orders-delayed"
+	// demoDetailType is the detail-type of the demo's event when its route
+	// has no default.
+	demoDetailType = "DemoEvent"
+	demoDeadline   = 90 * time.Second
 )
 
 // QueueReport is one queue's line of the demo summary.
@@ -69,6 +77,12 @@ type DemoReport struct {
 	// OrderedGroups counts the groups of ordered routes whose first
 	// arrivals were checked against staging order.
 	OrderedGroups int `json:"ordered_groups"`
+	// TraceParents counts the delivered rows whose first arrival carried
+	// the traceparent they were staged with.
+	TraceParents int `json:"trace_parents"`
+	// Subscribers are the consumer's queues behind the SNS and EventBridge
+	// routes, one line each.
+	Subscribers []SubscriberReport `json:"subscribers"`
 	// Sweeps counts the finished sweeps by partition ("0/2", "1/2"; "" for
 	// an unpartitioned sweep).
 	Sweeps  map[string]int `json:"sweeps"`
@@ -78,6 +92,18 @@ type DemoReport struct {
 	// Problems lists every way the outcome differs from what was staged;
 	// empty means the demo passed.
 	Problems []string `json:"problems"`
+}
+
+// SubscriberReport is what a subscriber queue behind a topic or a bus got.
+type SubscriberReport struct {
+	Route string `json:"route"`
+	// Kind is SNS or EventBridge; Via says how messages reach the queue.
+	Kind      string `json:"kind"`
+	Via       string `json:"via"`
+	Delivered int    `json:"delivered"`
+	// TraceParents counts the rows that arrived with their traceparent: a
+	// message attribute from a topic, detail.outflow.traceparent from a bus.
+	TraceParents int `json:"trace_parents"`
 }
 
 // OK reports whether every count matched what was staged.
@@ -93,6 +119,10 @@ type Demo struct {
 	// groups holds each ordered group's keys in staging order.
 	groups map[string][]string
 	sweeps map[string]int
+	// subs are the subscriber queues behind the SNS and EventBridge routes;
+	// subErrs the reasons any of their messages could not be read.
+	subs    []subscriber
+	subErrs map[string]bool
 }
 
 type stagedRow struct {
@@ -100,20 +130,28 @@ type stagedRow struct {
 	at      time.Time
 	deliver bool // expected to arrive (not a dead letter)
 	delayed bool
+	// traceParent is the W3C trace context the row was staged with.
+	traceParent string
+	// source and detailType are what an event from an EventBridge route
+	// must carry; empty for other routes.
+	source, detailType string
 }
 
 type received struct {
-	queue   string
-	attempt int
-	at      time.Time
-	n       int // arrival number, for order
+	queue       string
+	attempt     int
+	at          time.Time
+	n           int // arrival number, for order
+	traceParent string
+	// source and detailType are an event's (from a bus's subscriber).
+	source, detailType string
 }
 
 // NewDemo returns a demo and the runner options it needs: its template
 // parameters (unless opts already sets them), its broken route, and hooks
 // that record what the consumers receive.
 func NewDemo(opts Options) (Options, *Demo) {
-	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}, groups: map[string][]string{}, sweeps: map[string]int{}}
+	d := &Demo{staged: map[string]stagedRow{}, received: map[string][]received{}, groups: map[string][]string{}, sweeps: map[string]int{}, subErrs: map[string]bool{}}
 	if opts.Params == nil {
 		opts.Params = map[string]string{}
 	}
@@ -128,10 +166,7 @@ func NewDemo(opts Options) (Options, *Demo) {
 	opts.OnMessage = func(queue string, m sqstypes.Message, at time.Time) {
 		key := aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)
 		attempt, _ := strconv.Atoi(aws.ToString(m.MessageAttributes[delivery.AttrAttempt].StringValue))
-		d.mu.Lock()
-		d.arrivals++
-		d.received[key] = append(d.received[key], received{queue: queue, attempt: attempt, at: at, n: d.arrivals})
-		d.mu.Unlock()
+		d.record(key, received{queue: queue, attempt: attempt, at: at, traceParent: aws.ToString(m.MessageAttributes[outbox.AttrTraceParent].StringValue)})
 	}
 	opts.OnSweep = func(s telemetry.Summary) {
 		d.mu.Lock()
@@ -139,6 +174,15 @@ func NewDemo(opts Options) (Options, *Demo) {
 		d.mu.Unlock()
 	}
 	return opts, d
+}
+
+// record notes one arrival of key.
+func (d *Demo) record(key string, r received) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.arrivals++
+	r.n = d.arrivals
+	d.received[key] = append(d.received[key], r)
 }
 
 // Run stages the demo rows through the public producer API, waits until
@@ -161,11 +205,45 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 		return DemoReport{}, err
 	}
 
+	// The consumer's queues behind the topic and the bus, read until the
+	// demo ends.
+	routes, err := delivery.ParseRoutes(r.Stack.Env["SweepFunction"]["OUTFLOW_ROUTES"])
+	if err != nil {
+		return DemoReport{}, err
+	}
+	targets, err := routes.Targets()
+	if err != nil {
+		return DemoReport{}, err
+	}
+	if d.subs, err = subscribe(ctx, r.AWS, r.Stack.Prefix, targets); err != nil {
+		return DemoReport{}, err
+	}
+	subCtx, stopSubs := context.WithCancel(ctx)
+	var subsDone sync.WaitGroup
+	defer func() { stopSubs(); subsDone.Wait() }()
+	client := sqs.NewFromConfig(r.AWS)
+	for _, s := range d.subs {
+		subsDone.Go(func() {
+			consumeSubscriber(subCtx, client, s, func(a arrival, err error, at time.Time) {
+				if err != nil {
+					d.mu.Lock()
+					d.subErrs[fmt.Sprintf("%s (%s) → %s: %v", s.route, s.target.Kind, s.via(), err)] = true
+					d.mu.Unlock()
+					return
+				}
+				d.record(a.key, received{queue: s.route, attempt: a.attempt, at: at, traceParent: a.traceParent, source: a.source, detailType: a.detailType})
+			})
+		})
+	}
+
 	var rows []outflow.Row
 	add := func(row outflow.Row, deliver bool) {
+		// Every row carries a trace context, as a producer inside a traced
+		// request would (Put fills it from the context's span).
+		row.TraceParent = newTraceParent()
 		rows = append(rows, row)
 		d.mu.Lock()
-		d.staged[row.Key] = stagedRow{queue: row.Queue, deliver: deliver, delayed: !row.NotBefore.IsZero()}
+		d.staged[row.Key] = stagedRow{queue: row.Queue, deliver: deliver, delayed: !row.NotBefore.IsZero(), traceParent: row.TraceParent}
 		d.mu.Unlock()
 	}
 	for i := range demoOrders {
@@ -178,6 +256,29 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 		add(row, true)
 		if _, ok := ordered[row.Queue]; ok {
 			d.groups[row.Group] = append(d.groups[row.Group], row.Key)
+		}
+	}
+	for _, s := range d.subs {
+		row := outflow.Row{Key: "demo-" + s.route + "-1", Queue: s.route, Payload: []byte(fmt.Sprintf(`{"demo":%q}`, s.route))}
+		if s.target.FIFO {
+			row.Group = "demo"
+		}
+		if s.target.Kind == delivery.KindEventBridge {
+			row.Attributes = map[string]string{}
+			if s.target.Source == "" {
+				row.Attributes[delivery.AttrSource] = s.source
+			}
+			if s.target.DetailType == "" {
+				row.Attributes[delivery.AttrDetailType] = demoDetailType
+			}
+		}
+		add(row, true)
+		if s.target.Kind == delivery.KindEventBridge {
+			d.mu.Lock()
+			st := d.staged[row.Key]
+			st.source, st.detailType = s.source, cmp.Or(s.target.DetailType, demoDetailType)
+			d.staged[row.Key] = st
+			d.mu.Unlock()
 		}
 	}
 	add(outflow.Row{Key: keyDelayed, Queue: "orders", Payload: []byte(`{"order":"later"}`), NotBefore: time.Now().Add(demoDelay)}, true)
@@ -196,6 +297,12 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 		}
 	}
 
+	wantDelivered := 0
+	for _, row := range rows {
+		if d.staged[row.Key].deliver {
+			wantDelivered++
+		}
+	}
 	deadline := time.Now().Add(demoDeadline)
 	last := time.Time{}
 	var dead []dynamo.DeadRef
@@ -205,10 +312,10 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 			return DemoReport{}, err
 		}
 		delivered := d.deliveredCount()
-		done := delivered == demoOrders+demoEvents+1 && len(dead) >= 2
+		done := delivered == wantDelivered && len(dead) >= 2
 		if progress != nil && (interactive || time.Since(last) >= 2*time.Second || done) {
 			line := fmt.Sprintf("staged %d · delivered %d/%d · dead letters %d/2 · sweeps %d · %.1fs",
-				len(rows), delivered, demoOrders+demoEvents+1, len(dead), d.sweepCount(), time.Since(start).Seconds())
+				len(rows), delivered, wantDelivered, len(dead), d.sweepCount(), time.Since(start).Seconds())
 			if interactive {
 				fmt.Fprintf(progress, "\r\033[K%s", line)
 			} else {
@@ -285,6 +392,14 @@ func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 		if first.queue != s.queue {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s arrived on %s, staged for %s", key, first.queue, s.queue))
 		}
+		if first.traceParent == s.traceParent {
+			rep.TraceParents++
+		} else {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s arrived with traceparent %q, staged with %q", key, first.traceParent, s.traceParent))
+		}
+		if s.source != "" && (first.source != s.source || first.detailType != s.detailType) {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s arrived as source %q detail-type %q, want %q %q", key, first.source, first.detailType, s.source, s.detailType))
+		}
 		if !s.delayed && first.attempt == 1 {
 			latencies = append(latencies, first.at.Sub(s.at))
 		}
@@ -299,6 +414,24 @@ func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("group %s arrived as %v, staged as %v", g, got, d.groups[g]))
 		}
 		rep.OrderedGroups++
+	}
+	for _, sub := range d.subs {
+		sr := SubscriberReport{Route: sub.route, Kind: sub.target.Kind.String(), Via: sub.via()}
+		for key, s := range d.staged {
+			if got := d.received[key]; s.queue == sub.route && len(got) > 0 {
+				sr.Delivered++
+				if got[0].traceParent == s.traceParent {
+					sr.TraceParents++
+				}
+			}
+		}
+		if sr.Delivered == 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s (%s) → %s: nothing arrived", sr.Route, sr.Kind, sr.Via))
+		}
+		rep.Subscribers = append(rep.Subscribers, sr)
+	}
+	for e := range d.subErrs {
+		rep.Problems = append(rep.Problems, e)
 	}
 	want := map[string]string{keyNoRoute: "no route for queue", keyBroken: ""}
 	maxAttempts, _ := strconv.Atoi(DemoParams["MaxAttempts"])
@@ -327,6 +460,14 @@ func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 		rep.WakeP99 = latencies[(n-1)*99/100]
 	}
 	return rep
+}
+
+// newTraceParent is a fresh W3C traceparent: version 00, a random trace
+// and parent id, sampled.
+func newTraceParent() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:]) // crypto/rand's Read never fails
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
 }
 
 // firstArrivals returns the keys that arrived, in the order of their
@@ -358,6 +499,17 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 	if rep.OrderedGroups > 0 {
 		fmt.Fprintf(w, "ordered groups: %d, first arrivals checked against staging order\n", rep.OrderedGroups)
 	}
+	if len(rep.Subscribers) > 0 {
+		fmt.Fprintf(w, "\nthe consumer's queues behind the topic and the bus:\n")
+		for _, s := range rep.Subscribers {
+			how := "key and traceparent in its message attributes"
+			if s.Kind == delivery.KindEventBridge.String() {
+				how = "key from detail.outflow.key, traceparent in detail.outflow.traceparent"
+			}
+			fmt.Fprintf(w, "  %s (%s) → %s: %d delivered, %s: %d/%d\n", s.Route, s.Kind, s.Via, s.Delivered, how, s.TraceParents, s.Delivered)
+		}
+	}
+	fmt.Fprintf(w, "traceparent arrived as staged: %d/%d delivered rows\n", rep.TraceParents, rep.Delivered)
 	if parts := slices.Sorted(maps.Keys(rep.Sweeps)); len(parts) > 1 || (len(parts) == 1 && parts[0] != "") {
 		var counts []string
 		for _, p := range parts {

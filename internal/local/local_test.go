@@ -31,11 +31,20 @@ func TestDemo_SummaryMatchesWhatWasStaged(t *testing.T) {
 	rep := runDemo(t, r, demo)
 
 	require.True(t, rep.OK(), "problems: %v", rep.Problems)
-	require.Equal(t, 48, rep.Staged)
-	require.Equal(t, 46, rep.Delivered)
+	require.Equal(t, 50, rep.Staged)
+	require.Equal(t, 48, rep.Delivered)
 	require.Equal(t, 2, rep.DeadLettered)
 	require.Equal(t, local.QueueReport{Staged: 31, Delivered: 31}, *rep.Queues["orders"])
 	require.Equal(t, local.QueueReport{Staged: 15, Delivered: 15}, *rep.Queues["events.fifo"])
+	// One row through the template's topic and one through its bus, each
+	// read from the consumer's queue behind it with its trace context.
+	require.Equal(t, local.QueueReport{Staged: 1, Delivered: 1}, *rep.Queues["notices"])
+	require.Equal(t, local.QueueReport{Staged: 1, Delivered: 1}, *rep.Queues["domain"])
+	require.ElementsMatch(t, []local.SubscriberReport{
+		{Route: "notices", Kind: "SNS", Via: "subscription (raw) → queue", Delivered: 1, TraceParents: 1},
+		{Route: "domain", Kind: "EventBridge", Via: "rule → queue", Delivered: 1, TraceParents: 1},
+	}, rep.Subscribers)
+	require.Equal(t, rep.Delivered, rep.TraceParents, "every delivered row arrived with the traceparent it was staged with")
 	require.Equal(t, local.QueueReport{Staged: 1, DeadLettered: 1}, *rep.Queues["payments"])
 	require.Equal(t, local.QueueReport{Staged: 1, Retried: 2, DeadLettered: 1}, *rep.Queues[local.DemoBrokenRoute])
 	require.Positive(t, rep.WakeP50)

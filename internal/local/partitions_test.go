@@ -39,9 +39,16 @@ func TestDemo_TwoSweepPartitionsDeliverItAllAndBothSweep(t *testing.T) {
 			rep := runDemo(t, r, demo)
 
 			require.True(t, rep.OK(), "problems: %v", rep.Problems)
-			require.Equal(t, 48, rep.Staged)
-			require.Equal(t, 46, rep.Delivered)
+			require.Equal(t, 50, rep.Staged)
+			require.Equal(t, 48, rep.Delivered)
 			require.Equal(t, 2, rep.DeadLettered)
+			// The topic and the bus, through the functions as they run here
+			// (in process, or the bootstraps' own SDK clients under RIE).
+			require.Len(t, rep.Subscribers, 2)
+			for _, s := range rep.Subscribers {
+				require.Equal(t, 1, s.Delivered, "%s (%s)", s.Route, s.Kind)
+				require.Equal(t, 1, s.TraceParents, "%s (%s)", s.Route, s.Kind)
+			}
 			require.Equal(t, 3, rep.OrderedGroups)
 			require.Positive(t, rep.Sweeps["0/2"], "partition 0 swept: %v", rep.Sweeps)
 			require.Positive(t, rep.Sweeps["1/2"], "partition 1 swept: %v", rep.Sweeps)

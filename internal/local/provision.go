@@ -1,5 +1,6 @@
 // Package local runs Outflow on one machine with no Docker: the moto
-// server as AWS, the table and queues created from template.yaml, the sweep
+// server as AWS, the table, queues, topics and event buses created from
+// template.yaml, the sweep
 // on a local schedule, the wake fed from the table's stream through the
 // template's own filter, and a consumer on every queue. It runs the same
 // handler code as the Lambdas, or the built bootstraps under the Lambda
@@ -15,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -25,20 +28,37 @@ import (
 // Stack is what Provision created: names and URLs by logical resource name,
 // and each function's environment with every placeholder filled.
 type Stack struct {
+	// Prefix starts the name of everything Provision created.
+	Prefix    string
 	Table     string
 	StreamARN string
 	// QueueURLs maps a queue's logical name to its URL; DLQs included.
 	QueueURLs map[string]string
+	// TopicARNs maps a topic's logical name to its ARN.
+	TopicARNs map[string]string
+	// BusARNs maps an event bus's logical name to its ARN.
+	BusARNs map[string]string
 	// Env is each function's environment, by logical function name.
 	Env map[string]map[string]string
 	// Values fills template placeholders: ${Logical} and ${Logical.Attr}.
 	Values map[string]string
 }
 
-// Provision creates the template's table and queues under names that start
-// with prefix, and resolves both functions' environments against them.
-func Provision(ctx context.Context, tpl *stack.Template, db *dynamodb.Client, q *sqs.Client, prefix string) (*Stack, error) {
-	st := &Stack{QueueURLs: map[string]string{}, Env: map[string]map[string]string{}, Values: map[string]string{}}
+// Clients are the services Provision creates resources in.
+type Clients struct {
+	DynamoDB    *dynamodb.Client
+	SQS         *sqs.Client
+	SNS         *sns.Client
+	EventBridge *eventbridge.Client
+}
+
+// Provision creates the template's table, queues, topics and event buses
+// under names that start with prefix, and resolves both functions'
+// environments against them.
+func Provision(ctx context.Context, tpl *stack.Template, c Clients, prefix string) (*Stack, error) {
+	st := &Stack{Prefix: prefix, QueueURLs: map[string]string{}, TopicARNs: map[string]string{}, BusARNs: map[string]string{},
+		Env: map[string]map[string]string{}, Values: map[string]string{}}
+	db, q := c.DynamoDB, c.SQS
 	tables := tpl.OfType("AWS::DynamoDB::Table")
 	if len(tables) != 1 {
 		return nil, fmt.Errorf("template has %d tables, want 1", len(tables))
@@ -82,6 +102,9 @@ func Provision(ctx context.Context, tpl *stack.Template, db *dynamodb.Client, q 
 		st.Values[name] = url
 		st.Values[name+".Arn"] = arn
 		st.Values[name+".QueueName"] = url[strings.LastIndex(url, "/")+1:]
+	}
+	if err := provisionTargets(ctx, tpl, c, prefix, st); err != nil {
+		return nil, err
 	}
 	for _, fn := range tpl.OfType("AWS::Serverless::Function") {
 		f, err := tpl.Function(fn)

@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -143,9 +145,14 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
 	r.AWS.BaseEndpoint = aws.String(r.Endpoint)
-	db := dynamodb.NewFromConfig(r.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	clients := Clients{
+		DynamoDB:    dynamodb.NewFromConfig(r.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }),
+		SQS:         sqs.NewFromConfig(r.AWS),
+		SNS:         sns.NewFromConfig(r.AWS),
+		EventBridge: eventbridge.NewFromConfig(r.AWS),
+	}
 	prefix := "outflow-" + strings.ToLower(rand.Text()[:6])
-	if r.Stack, err = Provision(ctx, r.Template, db, sqs.NewFromConfig(r.AWS), prefix); err != nil {
+	if r.Stack, err = Provision(ctx, r.Template, clients, prefix); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{"SweepFunction", "WakeFunction"} {

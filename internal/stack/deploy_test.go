@@ -16,6 +16,7 @@ import (
 	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwschemas "github.com/aws/aws-sdk-go-v2/service/cloudwatch/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
@@ -163,6 +164,7 @@ func deploy(t *testing.T) *deployment {
 	for _, r := range res.StackResources {
 		d.ids[aws.ToString(r.LogicalResourceId)] = aws.ToString(r.PhysicalResourceId)
 	}
+	d.busIDs(t)
 	var missing []string
 	for name := range d.tpl.Resources {
 		if d.ids[name] == "" {
@@ -172,6 +174,25 @@ func deploy(t *testing.T) *deployment {
 	require.Empty(t, missing, "every resource of the translation is deployed")
 	d.values = d.attributes(t)
 	return d
+}
+
+// busIDs fills in the physical ID (the name, which Ref returns) of each
+// event bus the stack lists without one: moto's CloudFormation creates the
+// bus but records no physical ID for it. The bus is found by the name the
+// template gives it, with the deployment's stack name.
+func (d *deployment) busIDs(t *testing.T) {
+	t.Helper()
+	buses, err := d.tpl.EventBuses()
+	require.NoError(t, err)
+	for name, b := range buses {
+		if d.ids[name] != "" {
+			continue
+		}
+		want := d.name + strings.TrimPrefix(b.Name, stack.StackName)
+		out, err := eventbridge.NewFromConfig(d.cfg).DescribeEventBus(context.Background(), &eventbridge.DescribeEventBusInput{Name: aws.String(want)})
+		require.NoError(t, err, "%s: the bus %s", name, want)
+		d.ids[name] = aws.ToString(out.Name)
+	}
 }
 
 // failures is each failed resource's reason, for a stack that did not
@@ -212,6 +233,16 @@ func (d *deployment) attributes(t *testing.T) map[string]string {
 			values[name+".StreamArn"] = aws.ToString(out.Table.LatestStreamArn)
 		case "AWS::SQS::Queue":
 			values[name+".Arn"] = queueAttributes(t, sqsc, id)["QueueArn"]
+		case "AWS::SNS::Topic":
+			// Ref is the topic's ARN.
+			values[name+".TopicArn"] = id
+			values[name+".TopicName"] = id[strings.LastIndex(id, ":")+1:]
+		case "AWS::Events::EventBus":
+			// Ref is the bus's name.
+			out, err := eventbridge.NewFromConfig(d.cfg).DescribeEventBus(ctx, &eventbridge.DescribeEventBusInput{Name: aws.String(id)})
+			require.NoError(t, err, name)
+			values[name+".Arn"] = aws.ToString(out.Arn)
+			values[name+".Name"] = aws.ToString(out.Name)
 		case "AWS::Lambda::Function":
 			out, err := lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(id)})
 			require.NoError(t, err, name)
@@ -278,6 +309,8 @@ func TestDeployedStack_IsWhatTheTemplateSays(t *testing.T) {
 	d := deploy(t)
 	t.Run("table", d.checkTable)
 	t.Run("queues", d.checkQueues)
+	t.Run("topic and bus", d.checkTargets)
+	t.Run("roles send only to the routed targets", d.checkSendGrants)
 	t.Run("functions", d.checkFunctions)
 	t.Run("stream mapping", d.checkMapping)
 	t.Run("schedule", d.checkSchedule)

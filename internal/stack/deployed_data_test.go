@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
@@ -121,7 +123,7 @@ func (d *deployment) checkQueues(t *testing.T) {
 }
 
 // checkRetain deletes the stack: a table with DeletionPolicy and
-// UpdateReplacePolicy Retain survives it, the queues (not retained) go.
+// UpdateReplacePolicy Retain survives it, the queues, topic and bus (not retained) go.
 func (d *deployment) checkRetain(t *testing.T) {
 	ctx := context.Background()
 	var tables []string
@@ -158,6 +160,14 @@ func (d *deployment) checkRetain(t *testing.T) {
 	require.NoError(t, err)
 	for name := range queues {
 		_, err := awstest.SQS(t).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.ids[name])})
+		require.Error(t, err, "%s is deleted with its stack", name)
+	}
+	for _, name := range d.tpl.OfType("AWS::SNS::Topic") {
+		_, err := sns.NewFromConfig(d.cfg).GetTopicAttributes(ctx, &sns.GetTopicAttributesInput{TopicArn: aws.String(d.ids[name])})
+		require.Error(t, err, "%s is deleted with its stack", name)
+	}
+	for _, name := range d.tpl.OfType("AWS::Events::EventBus") {
+		_, err := eventbridge.NewFromConfig(d.cfg).DescribeEventBus(ctx, &eventbridge.DescribeEventBusInput{Name: aws.String(d.ids[name])})
 		require.Error(t, err, "%s is deleted with its stack", name)
 	}
 }

@@ -73,6 +73,12 @@ func (d *deployment) checkFunctions(t *testing.T) {
 				require.Contains(t, got.Environment.Variables["OUTFLOW_ROUTES"], "="+d.ids[queue], "%s routes to %s", name, queue)
 			}
 		}
+		for _, topic := range d.tpl.OfType("AWS::SNS::Topic") {
+			require.Contains(t, got.Environment.Variables["OUTFLOW_ROUTES"], "="+d.ids[topic], "%s routes to %s", name, topic)
+		}
+		for _, bus := range d.tpl.OfType("AWS::Events::EventBus") {
+			require.Contains(t, got.Environment.Variables["OUTFLOW_ROUTES"], "="+d.values[bus+".Arn"]+"?", "%s routes to %s", name, bus)
+		}
 
 		conc, err := lam.GetFunctionConcurrency(ctx, &lambda.GetFunctionConcurrencyInput{FunctionName: aws.String(d.ids[name])})
 		require.NoError(t, err, name)
@@ -201,6 +207,32 @@ func (d *deployment) checkSchedule(t *testing.T) {
 	require.Equal(t, want.Target.RetryPolicy.MaximumEventAgeInSeconds, int(aws.ToInt32(got.Target.RetryPolicy.MaximumEventAgeInSeconds)))
 }
 
+// roleStatements reads a deployed role's inline policies back through IAM
+// (KmsKeyPolicy and SweepInvokePolicy land there too) and returns their
+// statements.
+func (d *deployment) roleStatements(t *testing.T, role string) []statement {
+	t.Helper()
+	ctx := context.Background()
+	client := iam.NewFromConfig(d.cfg)
+	names, err := client.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(d.ids[role])})
+	require.NoError(t, err, role)
+	require.NotEmpty(t, names.PolicyNames, role)
+	var out []statement
+	for _, name := range names.PolicyNames {
+		p, err := client.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(d.ids[role]), PolicyName: aws.String(name)})
+		require.NoError(t, err, "%s %s", role, name)
+		// IAM returns the document URL-encoded (moto: as JSON).
+		doc, err := url.QueryUnescape(aws.ToString(p.PolicyDocument))
+		require.NoError(t, err, "%s %s", role, name)
+		var parsed struct{ Statement []map[string]any }
+		require.NoError(t, json.Unmarshal([]byte(doc), &parsed), "%s %s: %s", role, name, doc)
+		for _, s := range parsed.Statement {
+			out = append(out, statement{Effect: fmt.Sprint(s["Effect"]), Action: list(s["Action"]), Resource: list(s["Resource"])})
+		}
+	}
+	return out
+}
+
 // checkSweepPartitions reads the partitioned sweep back: its environment
 // carries the partitions and the schedule's rate, and its role's inline
 // policies (through IAM) hold exactly one Lambda grant, InvokeFunction on
@@ -214,25 +246,11 @@ func (d *deployment) checkSweepPartitions(t *testing.T) {
 	require.Equal(t, deployParameters["SweepRate"], env["OUTFLOW_SWEEP_RATE"])
 
 	require.Contains(t, d.ids, "SweepInvokePolicy", "the partitioned stack has the invoke policy")
-	client := iam.NewFromConfig(d.cfg)
 	grants := map[string][]statement{}
 	for _, role := range []string{"SweepRole", "WakeRole"} {
-		names, err := client.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: aws.String(d.ids[role])})
-		require.NoError(t, err, role)
-		require.NotEmpty(t, names.PolicyNames, role)
-		for _, name := range names.PolicyNames {
-			p, err := client.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(d.ids[role]), PolicyName: aws.String(name)})
-			require.NoError(t, err, "%s %s", role, name)
-			// IAM returns the document URL-encoded (moto: as JSON).
-			doc, err := url.QueryUnescape(aws.ToString(p.PolicyDocument))
-			require.NoError(t, err, "%s %s", role, name)
-			var parsed struct{ Statement []map[string]any }
-			require.NoError(t, json.Unmarshal([]byte(doc), &parsed), "%s %s: %s", role, name, doc)
-			for _, s := range parsed.Statement {
-				st := statement{Effect: fmt.Sprint(s["Effect"]), Action: list(s["Action"]), Resource: list(s["Resource"])}
-				if granted, _ := invokeStatements([]statement{st}); len(granted) > 0 {
-					grants[role] = append(grants[role], st)
-				}
+		for _, st := range d.roleStatements(t, role) {
+			if granted, _ := invokeStatements([]statement{st}); len(granted) > 0 {
+				grants[role] = append(grants[role], st)
 			}
 		}
 	}

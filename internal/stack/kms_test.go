@@ -20,8 +20,9 @@ var keyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
 
 // TestTemplate_KmsKeyArnPutsEveryStoreUnderTheKey loads the template and
 // its SAM translation with and without KmsKeyArn: with it, the table (and
-// so its stream), every queue and every log group use exactly that key;
-// without it none names a key and each keeps its AWS managed encryption.
+// so its stream), every queue, topic, event bus and log group use exactly
+// that key; without it none names a customer key and each keeps its AWS
+// managed (or, for a bus, AWS owned) encryption.
 func TestTemplate_KmsKeyArnPutsEveryStoreUnderTheKey(t *testing.T) {
 	t.Parallel()
 	for _, key := range []string{"", testKey} {
@@ -46,6 +47,23 @@ func TestTemplate_KmsKeyArnPutsEveryStoreUnderTheKey(t *testing.T) {
 				require.Equal(t, key, q.KmsMasterKeyId, "%s %s", which, name)
 				// SQS refuses SSE-SQS and a KMS key together.
 				require.Equal(t, key == "", q.SqsManagedSseEnabled, "%s %s: SSE-SQS exactly when no key is given", which, name)
+			}
+
+			topics, err := tpl.Topics()
+			require.NoError(t, err, which)
+			require.NotEmpty(t, topics, which)
+			for name, tp := range topics {
+				// SNS has no encryption of its own unless asked: without a
+				// key, its AWS managed one.
+				want := map[bool]string{true: key, false: "alias/aws/sns"}[key != ""]
+				require.Equal(t, want, tp.KmsMasterKeyId, "%s %s", which, name)
+			}
+
+			buses, err := tpl.EventBuses()
+			require.NoError(t, err, which)
+			require.NotEmpty(t, buses, which)
+			for name, b := range buses {
+				require.Equal(t, key, b.KmsKeyIdentifier, "%s %s: the key, else EventBridge's AWS owned key", which, name)
 			}
 
 			groups := tpl.OfType("AWS::Logs::LogGroup")

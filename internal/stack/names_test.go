@@ -23,11 +23,17 @@ func TestTranslation_HasNoFixedPhysicalNames(t *testing.T) {
 		"AWS::Lambda::Function": "FunctionName", "AWS::Scheduler::Schedule": "Name", "AWS::Logs::LogGroup": "LogGroupName",
 		"AWS::CloudWatch::Dashboard": "DashboardName", "AWS::CloudWatch::Alarm": "AlarmName", "AWS::IAM::Role": "RoleName",
 		"AWS::SQS::Queue": "QueueName", "AWS::DynamoDB::Table": "TableName",
+		"AWS::SNS::Topic": "TopicName", "AWS::Events::EventBus": "Name",
 		"AWS::Lambda::EventSourceMapping": "", "AWS::Lambda::EventInvokeConfig": "",
 		// An inline policy: its PolicyName is scoped to the stack's own roles.
 		"AWS::IAM::Policy": "",
 	}
-	limit := map[string]int{"FunctionName": 64, "Name": 64, "LogGroupName": 512, "DashboardName": 255, "AlarmName": 255, "RoleName": 64, "QueueName": 80, "TableName": 255}
+	// Each type's name length limit (a schedule's Name and a bus's differ).
+	limit := map[string]int{
+		"AWS::Lambda::Function": 64, "AWS::Scheduler::Schedule": 64, "AWS::Logs::LogGroup": 512,
+		"AWS::CloudWatch::Dashboard": 255, "AWS::CloudWatch::Alarm": 255, "AWS::IAM::Role": 64,
+		"AWS::SQS::Queue": 80, "AWS::DynamoDB::Table": 255, "AWS::SNS::Topic": 256, "AWS::Events::EventBus": 256,
+	}
 	// The longest stack name CloudFormation accepts, and a long region.
 	longStack, longRegion := "s"+strings.Repeat("x", 127), "ap-southeast-99"
 	for logical, r := range doc.Resources {
@@ -45,7 +51,7 @@ func TestTranslation_HasNoFixedPhysicalNames(t *testing.T) {
 		require.Contains(t, tmpl, "${AWS::StackName}", "%s: %s %v is fixed; two stacks in one account and region would collide", logical, prop, r.Properties[prop])
 		name := strings.NewReplacer("${AWS::StackName}", longStack, "${AWS::Region}", longRegion).Replace(tmpl)
 		require.NotContains(t, name, "${", logical)
-		require.LessOrEqual(t, len(name), limit[prop], "%s: %s too long for a %d-character stack name", logical, prop, len(longStack))
+		require.LessOrEqual(t, len(name), limit[r.Type], "%s: %s too long for a %d-character stack name", logical, prop, len(longStack))
 	}
 	for logical, r := range doc.Resources {
 		if r.Type == "AWS::Scheduler::Schedule" || r.Type == "AWS::Lambda::Function" {
