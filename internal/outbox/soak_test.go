@@ -64,8 +64,8 @@ func envInt(name string, def int) int {
 }
 
 // TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
-// FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three concurrent sweepers (two partitions and
-// a whole sweep) and the wake under
+// FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
+// concurrent sweepers (two partitions and a whole sweep) and the wake under
 // seeded random faults on a virtual clock until quiescent, then checks the
 // six invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in
 // make test; make soak runs 20,000), OUTFLOW_SOAK_SEED replays a run.
@@ -452,10 +452,13 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		require.Equal(t, want, got, "group %s: first arrivals in staging order", id)
 	}
 
-	// The new targets were really exercised: rows arrived through each,
-	// and the events that cannot be were dead-lettered for it.
+	// The topic and the bus were exercised: rows arrived through each (a
+	// soak of a few rows may draw none for one), and the events that
+	// cannot be were dead-lettered for it.
 	for _, route := range []string{"topic", "bus"} {
-		require.Positive(t, byRoute[route][1], "rows arrived through route %s: %v", route, byRoute[route])
+		if rows >= 100 {
+			require.Positive(t, byRoute[route][1], "rows arrived through route %s: %v", route, byRoute[route])
+		}
 	}
 	require.GreaterOrEqual(t, deadReasons["payload is not a JSON object"], 3, "events whose payload is not a JSON object are dead letters")
 	routeNames := slices.Sorted(maps.Keys(byRoute))
