@@ -1,7 +1,8 @@
 // Command outflow-bench measures Outflow and writes docs/benchmarks.md and
 // its plot: engine overhead, pipelining against a naive baseline and the
 // ideal bound, requests and write units per message against the moto
-// server, the same and throughput for ordered groups, memory over a large
+// server, the same per kind of target (SQS, SNS, EventBridge) and for
+// ordered groups, throughput for ordered groups, memory over a large
 // backlog, bootstrap size and init time under the Lambda Runtime Interface
 // Emulator, and wake latency through the local runner. Run it with `make
 // bench`; the row-count flags make a quicker, smaller run.
@@ -55,6 +56,13 @@ func main() {
 		}
 		return
 	}
+	if *only == "targets" {
+		if err := runTargetsOnly(*out, *targetRows); err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *only == "capacity" {
 		rep, err := capacityModel(*out, *capFrom, *capKeep)
 		if err == nil {
@@ -70,7 +78,7 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(bench.SweepMemory(*memory))
 		return
 	}
-	n := sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups}
+	n := sizes{moto: *motoRows, naive: *naiveRows, ordered: *orderedRows, hot: *hotRows, groups: *groups, targets: *targetRows}
 	if *only != "" {
 		if err := runOnly(*only, *out, n); err != nil {
 			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
@@ -88,7 +96,7 @@ func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+
 
 // sizes are the row counts of the runs.
 type sizes struct {
-	moto, naive, ordered, hot, groups int
+	moto, naive, ordered, hot, groups, targets int
 }
 
 func run(out string, n sizes, capKeep string) error {
@@ -148,6 +156,12 @@ func run(out string, n sizes, capKeep string) error {
 	}
 	logf("moto: draining %d rows one at a time", naiveRows)
 	nv, err := bench.DrainOnEndpoint(ctx, srv.URL, naiveRows, 200, true)
+	if err != nil {
+		return err
+	}
+
+	// Each kind of target against moto.
+	targets, err := drainTargets(ctx, srv.URL, n.targets)
 	if err != nil {
 		return err
 	}
@@ -296,6 +310,7 @@ func run(out string, n sizes, capKeep string) error {
 	w("| **Outflow** (stage 2, claim 1 — no index key moves — done 2) | **%.2f** |", wcu)
 	w("| a claim that moves the due-index key (to the lease end) | %.2f |", wcuMoving)
 	w("")
+	writeTargets(w, targets)
 	logf("cost: refused writes under live traffic, the wake's usage, dollars per message")
 	perMillion, err := writeCost(ctx, out, srv.URL, eng, nv, flagCostSizes(), time.Now(), "`make bench`", "the drains of")
 	if err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -76,7 +77,7 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 				got.Redelivered++
 			} else {
 				seen[id] = true
-				key := aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)
+				key := MessageKey(m)
 				if got.Arrivals[key]++; got.Arrivals[key] == 1 {
 					got.First = append(got.First, key)
 				}
@@ -90,6 +91,28 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 		got.DeleteFailed += len(res.Failed)
 	}
 	return got, nil
+}
+
+// MessageKey is the Outflow key a received message carries: its
+// outflow.key attribute, as a queue route sends it and an SNS topic passes
+// it on to a queue subscribed with raw delivery; or, for a message a rule
+// sent from an EventBridge bus, whose body is the event, the detail's
+// outflow.key. A message with neither gives "".
+func MessageKey(m sqstypes.Message) string {
+	if a, ok := m.MessageAttributes[delivery.AttrKey]; ok {
+		return aws.ToString(a.StringValue)
+	}
+	var ev struct {
+		Detail struct {
+			Outflow struct {
+				Key string `json:"key"`
+			} `json:"outflow"`
+		} `json:"detail"`
+	}
+	if json.Unmarshal([]byte(aws.ToString(m.Body)), &ev) != nil {
+		return ""
+	}
+	return ev.Detail.Outflow.Key
 }
 
 // ConsumeAll runs Consume on every queue in urls, concurrently. Call the

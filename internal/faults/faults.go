@@ -1,5 +1,6 @@
 // Package faults injects failures into the outbox engine's store and into
-// the SQS API under its deliverer, for reliability tests. Every decision is a pure function of
+// the SQS, SNS and EventBridge APIs under its deliverer, for reliability
+// tests. Every decision is a pure function of
 // the seed, the fault site and the row's key and attempt, so the same seed
 // injects the same faults into the same row attempts however goroutines
 // interleave.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
@@ -30,13 +31,14 @@ type ledger struct {
 	mu     sync.Mutex
 	seq    int
 	claims map[string][]claim // key -> claims, in order
-	// sends holds the seq of each send SQS accepted; maybe, of each send
-	// whose outcome is unknown (the call failed or timed out after it may
-	// have reached SQS), so SQS may have accepted it.
+	// sends holds the seq of each send the target (SQS, SNS, EventBridge)
+	// accepted; maybe, of each send whose outcome is unknown (the call
+	// failed or timed out after it may have reached the target), so the
+	// target may have accepted it.
 	sends, maybe map[string][]int
 	settles      map[string][]settle // key -> successful settles
-	// calls counts the SendMessageBatch calls that carried each key at
-	// each attempt: one claim, one call (SDK retries stay inside it).
+	// calls counts the batch calls (SendMessageBatch, PublishBatch,
+	// PutEvents) that carried each key at each attempt: one claim, one call (SDK retries stay inside it).
 	calls map[string]int
 	// handed holds the claim tokens the engine handed to the deliverer.
 	handed map[string]bool
@@ -197,10 +199,11 @@ func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) 
 	return h.next.Deliver(ctx, queue, rows)
 }
 
-// recSQS records sends on the wire below the faults: those SQS accepted,
-// and those whose outcome is unknown. It sees each attempt the SDK makes,
-// retries included: an attempt that failed without SQS's answer (a crash
-// cancelled it, or it timed out) may still have reached SQS.
+// recSQS, recSNS and recEvents record sends on the wire below the faults:
+// those the service accepted, and those whose outcome is unknown. Each sees
+// every attempt the SDK makes, retries included: an attempt that failed
+// without the service's answer (a crash cancelled it, or it timed out) may
+// still have reached it.
 type recSQS struct {
 	next delivery.SQSAPI
 	l    *ledger
@@ -208,50 +211,118 @@ type recSQS struct {
 }
 
 func (a recSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	keys := make(map[string]string, len(in.Entries))
-	a.l.mu.Lock()
-	for _, e := range in.Entries {
-		key := aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue)
-		keys[aws.ToString(e.Id)] = key
-		site := key + " attempt " + aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue)
-		if a.l.calls[site]++; a.l.calls[site] > 1 {
-			a.l.bad = append(a.l.bad, site+": sent in more than one SendMessageBatch call")
-		}
+	keys := make([]string, len(in.Entries))
+	byID := make(map[string]string, len(in.Entries))
+	for i, e := range in.Entries {
+		keys[i] = aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue)
+		byID[aws.ToString(e.Id)] = keys[i]
+		a.l.oneCall(keys[i], aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue))
 	}
-	a.l.mu.Unlock()
-	perAttempt := func(o *sqs.Options) {
-		o.APIOptions = append(slices.Clip(o.APIOptions), func(st *middleware.Stack) error {
-			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("soak-ledger", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-				out, md, err := next.HandleFinalize(ctx, in)
-				if err != nil && !refusedBySQS(err) {
-					a.l.record(a.l.maybe, slices.Collect(maps.Values(keys)))
-					if ctx.Err() == nil {
-						// Not a crash (the sweeper marks its own): a fault
-						// of the wire, after which SQS may hold the message
-						// and the SDK or a later attempt send it again.
-						for _, k := range keys {
-							a.plan.MarkDuplicateWindow(k)
-						}
-					}
-				}
-				return out, md, err
-			}), middleware.After)
-		})
-	}
-	out, err := a.next.SendMessageBatch(ctx, in, append(opts, perAttempt)...)
+	watch := a.l.watchAttempts(keys, a.plan)
+	out, err := a.next.SendMessageBatch(ctx, in, append(opts, func(o *sqs.Options) { o.APIOptions = append(slices.Clip(o.APIOptions), watch) })...)
 	if err != nil {
 		return out, err
 	}
 	accepted := make([]string, 0, len(out.Successful))
 	for _, ok := range out.Successful {
-		accepted = append(accepted, keys[aws.ToString(ok.Id)])
+		accepted = append(accepted, byID[aws.ToString(ok.Id)])
 	}
 	a.l.record(a.l.sends, accepted)
 	return out, nil
 }
 
-// refusedBySQS reports whether SQS answered err with a client error, so it
-// accepted nothing. A request that got no answer has status 0.
+type recSNS struct {
+	next delivery.SNSAPI
+	l    *ledger
+	plan *faults.Plan
+}
+
+func (a recSNS) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, opts ...func(*sns.Options)) (*sns.PublishBatchOutput, error) {
+	keys := make([]string, len(in.PublishBatchRequestEntries))
+	byID := make(map[string]string, len(keys))
+	for i, e := range in.PublishBatchRequestEntries {
+		key, attempt := faults.SNSSite(e)
+		keys[i], byID[aws.ToString(e.Id)] = key, key
+		a.l.oneCall(key, attempt)
+	}
+	watch := a.l.watchAttempts(keys, a.plan)
+	out, err := a.next.PublishBatch(ctx, in, append(opts, func(o *sns.Options) { o.APIOptions = append(slices.Clip(o.APIOptions), watch) })...)
+	if err != nil {
+		return out, err
+	}
+	accepted := make([]string, 0, len(out.Successful))
+	for _, ok := range out.Successful {
+		accepted = append(accepted, byID[aws.ToString(ok.Id)])
+	}
+	a.l.record(a.l.sends, accepted)
+	return out, nil
+}
+
+type recEvents struct {
+	next delivery.EventBridgeAPI
+	l    *ledger
+	plan *faults.Plan
+}
+
+func (a recEvents) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	keys := make([]string, len(in.Entries))
+	for i, e := range in.Entries {
+		key, attempt := faults.EventSite(e)
+		keys[i] = key
+		a.l.oneCall(key, attempt)
+	}
+	watch := a.l.watchAttempts(keys, a.plan)
+	out, err := a.next.PutEvents(ctx, in, append(opts, func(o *eventbridge.Options) { o.APIOptions = append(slices.Clip(o.APIOptions), watch) })...)
+	if err != nil {
+		return out, err
+	}
+	// PutEvents answers entry by entry, in the order asked.
+	accepted := make([]string, 0, len(out.Entries))
+	for i, r := range out.Entries {
+		if i < len(keys) && r.ErrorCode == nil {
+			accepted = append(accepted, keys[i])
+		}
+	}
+	a.l.record(a.l.sends, accepted)
+	return out, nil
+}
+
+// oneCall counts a batch call that carries key at attempt: one claim, one
+// call (the SDK's retries stay inside it).
+func (l *ledger) oneCall(key, attempt string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	site := key + " attempt " + attempt
+	if l.calls[site]++; l.calls[site] > 1 {
+		l.bad = append(l.bad, site+": sent in more than one batch call")
+	}
+}
+
+// watchAttempts is an SDK option that records, at each attempt of a call
+// carrying keys that fails without the service's refusal, a send of
+// unknown outcome for every key.
+func (l *ledger) watchAttempts(keys []string, plan *faults.Plan) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("soak-ledger", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			if err != nil && !refusedBySQS(err) {
+				l.record(l.maybe, keys)
+				if ctx.Err() == nil {
+					// Not a crash (the sweeper marks its own): a fault of
+					// the wire, after which the service may hold the
+					// message and the SDK or a later attempt send it again.
+					for _, k := range keys {
+						plan.MarkDuplicateWindow(k)
+					}
+				}
+			}
+			return out, md, err
+		}), middleware.After)
+	}
+}
+
+// refusedBySQS reports whether the service (SQS, SNS or EventBridge)
+// answered err with a client error, so it accepted nothing. A request that got no answer has status 0.
 func refusedBySQS(err error) bool {
 	var re *smithyhttp.ResponseError
 	return errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500

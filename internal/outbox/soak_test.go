@@ -64,8 +64,8 @@ func envInt(name string, def int) int {
 }
 
 // TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
-// FIFO) plus bad input, runs three concurrent sweepers (two partitions and
-// a whole sweep) and the wake under
+// FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
+// concurrent sweepers (two partitions and a whole sweep) and the wake under
 // seeded random faults on a virtual clock until quiescent, then checks the
 // six invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in
 // make test; make soak runs 20,000), OUTFLOW_SOAK_SEED replays a run.
@@ -90,6 +90,16 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	routes := delivery.Routes{"q1": awstest.NewQueue(t, false), "q2": awstest.NewQueue(t, false), "q3": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true),
 		"ordered.fifo": awstest.NewQueue(t, true), "blocking.fifo": awstest.NewQueue(t, true)}
 	queueURLs := slices.Collect(maps.Values(routes))
+	// An SNS topic and an EventBridge bus, each read through a queue: the
+	// topic's subscriber (raw delivery) and the bus's rule target. Events
+	// take their source and detail-type from the route unless the row
+	// gives its own.
+	topic := awstest.NewTopic(t, false)
+	topicQueue := awstest.Subscribe(t, topic, false)
+	busName, bus := awstest.NewBus(t)
+	busQueue := awstest.RouteEvents(t, busName, "outflow.soak")
+	routes["topic"], routes["bus"] = topic, bus+"?source=outflow.soak&detail-type=soak.row"
+	queueURLs = append(queueURLs, topicQueue, busQueue)
 	// A route whose queue does not exist: every send fails (transiently, as
 	// SQS answers), so its rows must spend their whole retry budget.
 	routes["gone"] = routes["q1"] + "-gone"
@@ -109,7 +119,13 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// settled or due again, miss rows just staged, and see pages out of
 	// order. One index for every worker.
 	real := faults.NewIndexLag(recStore{Store: store, l: led}, seed, 2*time.Second)
-	sender := handOver{next: sqsRouter(t, faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan}, routes), l: led, ordered: policy.Ordered}
+	router, err := delivery.New(delivery.Clients{
+		SQS:         faults.SQS{Next: recSQS{next: awstest.SQS(t), l: led, plan: plan}, Plan: plan},
+		SNS:         faults.SNS{Next: recSNS{next: awstest.SNS(t), l: led, plan: plan}, Plan: plan},
+		EventBridge: faults.EventBridge{Next: recEvents{next: awstest.EventBridge(t), l: led, plan: plan}, Plan: plan},
+	}, routes, 0)
+	require.NoError(t, err)
+	sender := handOver{next: router, l: led, ordered: policy.Ordered}
 	policy.MaxAttempts = 6
 	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
 	policy.Lease = 5 * time.Second
@@ -121,8 +137,10 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// The wake waits this long, in real time, for a predecessor in flight.
 	policy.HeadWait = 100 * time.Millisecond
 
-	// Stage: good rows on four queues, and bad input — an unknown route, a
-	// FIFO row with no group, items with no payload — written by hand.
+	// Stage: good rows on four queues, the topic and the bus, and bad
+	// input — an unknown route, a FIFO row with no group, an event whose
+	// payload is not a JSON object, items with no payload — written by
+	// hand.
 	type staged struct {
 		queue string
 		group string // the ordered group, if any
@@ -131,7 +149,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	}
 	all := map[string]staged{}
 	var waves [4][]outbox.DueRef
-	queues := []string{"q1", "q2", "q3", "events.fifo"}
+	queues := []string{"q1", "q2", "q3", "events.fifo", "topic", "bus"}
 	// groups holds each ordered group's keys in staging order.
 	groups := map[string][]string{}
 	smallGroups := max(1, rows/40)
@@ -179,6 +197,17 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		case r < 0.02:
 			row.Queue, s = "gone", staged{queue: "gone", spent: true}
 		}
+		if row.Queue == "bus" {
+			switch r := rng.Float64(); {
+			case r < 0.05:
+				row.Payload, s.bad = []byte(fmt.Sprintf("not json %d", i)), "payload is not a JSON object"
+			case r < 0.08:
+				// A payload with a member Outflow adds itself.
+				row.Payload, s.bad = []byte(fmt.Sprintf(`{"outflow":%d}`, i)), "payload is not a JSON object"
+			case r < 0.4:
+				row.Attributes["detail-type"] = "soak.own"
+			}
+		}
 		all[key] = s
 		waves[i%4] = append(waves[i%4], outbox.DueRef{Key: key})
 		if rng.Float64() < 0.005 {
@@ -191,6 +220,13 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 
 	for key, reason := range putMalformed(t, db, table, 4, "soak-bad-", clock.Now()) { // every malformed shape
 		all[key] = staged{queue: "(none)", bad: reason}
+	}
+	// Events that cannot be, whatever the draw: a payload that is not JSON,
+	// one that is not an object, one with Outflow's own member.
+	for i, payload := range []string{"plain text", `["a","list"]`, `{"outflow":"mine"}`} {
+		key := "soak-event-bad-" + strconv.Itoa(i)
+		require.NoError(t, store.Stage(ctx, outbox.Row{Key: key, Queue: "bus", Payload: []byte(payload)}, clock.Now()))
+		all[key] = staged{queue: "bus", bad: "payload is not a JSON object"}
 	}
 
 	// Consume: one consumer per queue receives and deletes as the run goes,
@@ -308,8 +344,14 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// Check the invariants.
 	windows := plan.DuplicateWindows()
 	deadReasons := map[string]int{}
+	// byRoute tallies each route's rows: staged, arrived, dead.
+	byRoute := map[string]*[3]int{}
 	var delivered, duplicates, failed, sent, unknown, arrivedUnanswered, arrivedAndDead, blocked int
 	for key, s := range all {
+		if byRoute[s.queue] == nil {
+			byRoute[s.queue] = &[3]int{}
+		}
+		byRoute[s.queue][0]++
 		row, err := store.Get(ctx, key)
 		if err != nil && row == nil {
 			require.NoError(t, err)
@@ -328,6 +370,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			require.Equal(t, outbox.StatusFailed, row.Status, "invariant 1: %s ended %s", key, row.Status)
 			require.NotEmpty(t, row.Errors, "invariant 1: dead letter %s has no error history", key)
 			failed++
+			byRoute[s.queue][2]++
 			if received.Arrivals[key] > 0 {
 				// It arrived, yet ended failed: only a fault that hid the
 				// accepted send (or a crash after it) may explain that.
@@ -366,6 +409,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		}
 		if n := received.Arrivals[key]; n > 0 {
 			delivered++
+			byRoute[s.queue][1]++
 			if n > 1 {
 				duplicates += n - 1
 				require.GreaterOrEqual(t, windows[key], n-1, "invariant 4: %s arrived %d times, with %d faults to explain it (%s)", key, n, windows[key], detail)
@@ -410,8 +454,28 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		require.Equal(t, want, got, "group %s: first arrivals in staging order", id)
 	}
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  delivered (unique)     %d\n  sends SQS accepted     %d (and %d of unknown outcome; rows that arrived more often than SQS answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  index lag              %s\n%s",
-		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), real.Counts(), plan.Report())
+	// The topic and the bus were exercised: rows arrived through each (a
+	// soak of a few rows may draw none for one), and the events that
+	// cannot be were dead-lettered for it.
+	for _, route := range []string{"topic", "bus"} {
+		if rows >= 100 {
+			require.Positive(t, byRoute[route][1], "rows arrived through route %s: %v", route, byRoute[route])
+		}
+	}
+	require.GreaterOrEqual(t, deadReasons["payload is not a JSON object"], 3, "events whose payload is not a JSON object are dead letters")
+	routeNames := slices.Sorted(maps.Keys(byRoute))
+	var perRoute strings.Builder
+	for _, name := range routeNames {
+		kind := "(no route)"
+		if target, err := delivery.ParseTarget(routes[name]); err == nil {
+			kind = target.Kind.String()
+		}
+		c := byRoute[name]
+		fmt.Fprintf(&perRoute, "\n    %-14s %-12s staged %5d, arrived %5d, dead %5d", name, kind, c[0], c[1], c[2])
+	}
+
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  index lag              %s\n%s",
+		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), real.Counts(), plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
@@ -419,7 +483,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 }
 
 func classify(reason string) string {
-	for _, c := range []string{"no route", "needs a message group", "message too large", "malformed", string(faults.SendSender), "lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)} {
+	for _, c := range []string{"no route", "needs a message group", "message too large", "malformed", "payload is not a JSON object", string(faults.SendSender), "lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)} {
 		if strings.Contains(reason, c) {
 			return c
 		}
