@@ -33,7 +33,7 @@ func TestPut_ToEventBridge_StagesEveryRowTheDelivererSends(t *testing.T) {
 		{"source, detail-type and twelve attributes", outflow.Row{Key: "eb-14", Queue: "bare", Payload: []byte(`{"id":1}`), Attributes: attrs(12)}},
 	}
 	p, _ := newRoutedProducer(t, 0)
-	bus, err := delivery.ParseTarget("bus")
+	bus, err := delivery.ParseTarget("arn:aws:events:us-east-1:123456789012:event-bus/bus")
 	require.NoError(t, err)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 const (
 	testTraceParent = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
 	testRoutes      = "orders=http://localhost:1/000000000000/orders,notices=arn:aws:sns:us-east-1:123456789012:notices," +
-		"fan.fifo=arn:aws:sns:us-east-1:123456789012:fan.fifo,domain=bus?source=app&detail-type=T,bare=bus"
+		"fan.fifo=arn:aws:sns:us-east-1:123456789012:fan.fifo,domain=bus?source=app&detail-type=T,bare=arn:aws:events:us-east-1:123456789012:event-bus/bus"
 )
 
 // newRoutedProducer is a producer that knows the dispatcher's routes.

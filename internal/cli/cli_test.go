@@ -272,8 +272,8 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--delay", "soon"}, cli.ExitUsage, "invalid argument"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--traceparent", "nope"}, cli.ExitError, "not a W3C traceparent"},
 		{[]string{"enqueue", "--queue", "domain", "--body", "x", "--routes", "domain=bus?source=app&detail-type=T"}, cli.ExitError, "payload is not a JSON object"},
-		{[]string{"enqueue", "--queue", "domain", "--body", "{}", "--routes", "domain=bus"}, cli.ExitError, "no source"},
-		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--routes", "domain=bus"}, cli.ExitError, "no such route"},
+		{[]string{"enqueue", "--queue", "domain", "--body", "{}", "--routes", "domain=arn:aws:events:us-east-1:123456789012:event-bus/bus"}, cli.ExitError, "no source"},
+		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--routes", "domain=arn:aws:events:us-east-1:123456789012:event-bus/bus"}, cli.ExitError, "no such route"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--routes", "orders=nowhere/q"}, cli.ExitUsage, `route "orders"`},
 	} {
 		r := e.run(t, tt.args...)

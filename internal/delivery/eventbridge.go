@@ -49,14 +49,14 @@ const (
 )
 
 // permanentEventCodes are the entry error codes that name a fault of the
-// event itself, which a retry cannot fix. Every other code (InternalFailure,
-// ThrottlingException, an access denial fixed in IAM) is retried.
+// event itself, which a retry cannot fix. Every other code is retried:
+// InternalFailure, ThrottlingException, and the IAM denials
+// (AccessDeniedException, NotAuthorizedForSourceException and
+// NotAuthorizedForDetailTypeException, an events:source or
+// events:detail-type condition), which a fixed policy lets through.
 var permanentEventCodes = map[string]bool{
-	"MalformedDetail":                     true,
-	"InvalidArgument":                     true,
-	"ValidationException":                 true,
-	"NotAuthorizedForSourceException":     true,
-	"NotAuthorizedForDetailTypeException": true,
+	"MalformedDetail": true,
+	"InvalidArgument": true,
 }
 
 // event is a row as an EventBridge event.

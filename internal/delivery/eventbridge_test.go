@@ -74,7 +74,7 @@ func TestDeliver_ToEventBridge_ArrivesThroughARuleWithTheKeyInTheDetail(t *testi
 	api := &countingEvents{next: awstest.EventBridge(t)}
 	d := router(t, delivery.Clients{EventBridge: api}, delivery.Routes{
 		"domain":  busARN + "?source=app.orders&detail-type=OrderPlaced",
-		"by-name": bus,
+		"by-name": bus + "?source=app.orders",
 	})
 
 	// Phase 1: 23 events by the bus's ARN, in three requests; the route's
@@ -172,7 +172,7 @@ func TestDeliver_ToEventBridge_DeadLettersPayloadsThatAreNotJSONObjects(t *testi
 
 func TestDeliver_ToEventBridge_NeedsASourceAndADetailType(t *testing.T) {
 	t.Parallel()
-	d := router(t, delivery.Clients{EventBridge: answerEvents(nil)}, delivery.Routes{"bare": "bus", "half": "bus?source=app"})
+	d := router(t, delivery.Clients{EventBridge: answerEvents(nil)}, delivery.Routes{"bare": "arn:aws:events:us-east-1:123456789012:event-bus/bus", "half": "bus?source=app"})
 	for queue, want := range map[string]string{"bare": "no source", "half": "no detail-type"} {
 		err := d.Deliver(context.Background(), queue, events(1, 1))[0]
 		require.ErrorIs(t, err, delivery.ErrEventField)

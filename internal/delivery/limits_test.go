@@ -69,7 +69,7 @@ func TestDeliver_ToEventBridge_DeadLettersWhatPutEventsRefusesWithoutSendingIt(t
 				}
 				return out, nil
 			})
-			r, err := delivery.New(delivery.Clients{EventBridge: api}, delivery.Routes{"domain": "bus"}, 0)
+			r, err := delivery.New(delivery.Clients{EventBridge: api}, delivery.Routes{"domain": "arn:aws:events:us-east-1:123456789012:event-bus/bus"}, 0)
 			require.NoError(t, err)
 			good := outbox.Row{Key: "good", Attempt: 1, Payload: []byte(`{"id":2}`),
 				Attributes: map[string]string{delivery.AttrSource: "app", delivery.AttrDetailType: "T"}}

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -59,12 +60,26 @@ func sqsEntry(id string, m message, row outbox.Row) types.SendMessageBatchReques
 }
 
 // refused is the error for an entry SQS or SNS refused: permanent when
-// the fault is the sender's (the message itself is invalid), transient
-// otherwise.
+// the fault is the sender's and lies in the message itself, transient
+// otherwise. Both mark a throttle and a refusal for the queue's or topic's
+// key or for IAM as the sender's fault too (they are 4xx errors), but the
+// same message goes through once the throttle passes or the key or policy
+// is fixed.
 func refused(service string, code, message *string, senderFault bool) error {
-	err := fmt.Errorf("%s refused message: %s: %s", service, aws.ToString(code), aws.ToString(message))
-	if senderFault {
+	c := aws.ToString(code)
+	err := fmt.Errorf("%s refused message: %s: %s", service, c, aws.ToString(message))
+	if senderFault && !retryableCode(c) {
 		return outbox.Permanent(err)
 	}
 	return err
+}
+
+// retryableCode reports whether an entry's error code names a throttle, a
+// KMS failure (SQS's KMS.*, SNS's KMS*) or an authorization failure.
+func retryableCode(code string) bool {
+	switch code {
+	case "AuthorizationError", "AccessDenied", "AccessDeniedException", "RequestThrottled", "Throttled":
+		return true
+	}
+	return strings.HasPrefix(code, "KMS") || strings.Contains(code, "Throttl")
 }

@@ -237,3 +237,32 @@ func TestDeliver_ToSQS_CarriesTheTraceParentAndXRaysTraceHeader(t *testing.T) {
 		})
 	}
 }
+
+func TestDeliver_ToSQS_RetriesEntriesRefusedForThrottlingOrTheKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		code          string
+		wantPermanent bool
+	}{
+		{"KMS.DisabledException", false},
+		{"KMS.AccessDeniedException", false},
+		{"KMS.ThrottlingException", false},
+		{"RequestThrottled", false},
+		{"AccessDenied", false},
+		{"InvalidMessageContents", true},
+		{"InvalidParameterValue", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{answer: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+				return &sqs.SendMessageBatchOutput{Failed: []types.BatchResultErrorEntry{
+					{Id: in.Entries[0].Id, Code: aws.String(tt.code), Message: aws.String("refused"), SenderFault: true},
+				}}, nil
+			}}
+			err := router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), "q", rows(1, 1))[0]
+			require.ErrorContains(t, err, tt.code)
+			require.Equal(t, tt.wantPermanent, outbox.IsPermanent(err))
+		})
+	}
+}

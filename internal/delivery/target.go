@@ -64,9 +64,10 @@ var (
 
 // ParseTarget reads a route's target: an absolute SQS queue URL, an SNS
 // topic ARN, or an EventBridge bus ARN or plain name, the last two with
-// optional "?source=S&detail-type=D". A bus name holds no slash, so that
-// a queue URL missing its scheme is refused rather than taken for a bus
-// (a partner bus, whose name has one, is named by its ARN).
+// optional "?source=S&detail-type=D". A bus given by name needs at least
+// one option and holds no slash, so that a queue or topic written by its
+// name, or a queue URL missing its scheme, is refused rather than taken
+// for a bus (a partner bus, whose name has one, is named by its ARN).
 func ParseTarget(s string) (Target, error) {
 	address, options, hasOptions := strings.Cut(s, "?")
 	var t Target
@@ -87,8 +88,10 @@ func ParseTarget(s string) (Target, error) {
 			return Target{}, fmt.Errorf("%q is not a queue URL (http or https, ending in the queue's name)", address)
 		}
 		t = Target{Kind: KindSQS, Address: address, FIFO: IsFIFO(address)}
-	case busName.MatchString(address):
+	case busName.MatchString(address) && hasOptions:
 		t = Target{Kind: KindEventBridge, Address: address}
+	case busName.MatchString(address):
+		return Target{}, fmt.Errorf("%q: a bus given by name needs its options (%q?%s=S&%s=D) or its ARN, so a queue or topic named where its URL or ARN belongs is not taken for a bus", address, address, OptionSource, OptionDetailType)
 	default:
 		return Target{}, fmt.Errorf("%q is not a queue URL, a topic ARN or an event bus ARN or name", address)
 	}

@@ -12,7 +12,7 @@ func TestParseRoutes_ReadsEachKindOfTarget(t *testing.T) {
 	t.Parallel()
 	got, err := delivery.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events.fifo=https://sqs.eu-west-1.amazonaws.com/1/events.fifo," +
 		"notices=arn:aws:sns:us-east-1:123456789012:notices,fan.fifo=arn:aws:sns:us-east-1:123456789012:fan.fifo," +
-		"domain=arn:aws:events:us-east-1:123456789012:event-bus/domain?source=app.orders&detail-type=OrderPlaced,default-bus=default")
+		"domain=arn:aws:events:us-east-1:123456789012:event-bus/domain?source=app.orders&detail-type=OrderPlaced,default-bus=default?detail-type=Changed")
 	require.NoError(t, err)
 	require.Len(t, got, 6)
 	back, err := delivery.ParseRoutes(got.String())
@@ -28,7 +28,7 @@ func TestParseRoutes_ReadsEachKindOfTarget(t *testing.T) {
 		"fan.fifo":    {Kind: delivery.KindSNS, Address: "arn:aws:sns:us-east-1:123456789012:fan.fifo", FIFO: true},
 		"domain": {Kind: delivery.KindEventBridge, Address: "arn:aws:events:us-east-1:123456789012:event-bus/domain",
 			Source: "app.orders", DetailType: "OrderPlaced"},
-		"default-bus": {Kind: delivery.KindEventBridge, Address: "default"},
+		"default-bus": {Kind: delivery.KindEventBridge, Address: "default", DetailType: "Changed"},
 	}, targets)
 }
 
@@ -52,7 +52,8 @@ func TestParseRoutes_RefusesWhatNoTargetIs(t *testing.T) {
 		"b=bus?source=":                                   "wants one non-empty value",
 		"b=bus?source=a&source=b":                         "wants one non-empty value",
 		"b=bus?source=aws.orders":                         "AWS's own",
-		"b.fifo=bus":                                      "ends in .fifo exactly when its queue or topic is FIFO",
+		"b.fifo=bus?source=x":                             "ends in .fifo exactly when its queue or topic is FIFO",
+		"b=bus":                                           "a bus given by name needs its options",
 	}
 	for in, want := range tests {
 		t.Run(in, func(t *testing.T) {
