@@ -135,21 +135,24 @@ func TestTemplate_StreamAlarmsFireBeforeRecordsAreDropped(t *testing.T) {
 
 func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
 	t.Parallel()
-	tpl := load(t, nil)
 	seen := map[string]bool{}
-	for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
-		watched := alarm(t, tpl, name).watched()
-		require.NotEmpty(t, watched, name)
-		for _, a := range watched {
-			seen[a.MetricName] = true
-			dims := map[string]string{}
-			for _, d := range a.Dimensions {
-				dims[d.Name] = d.Value
+	// With a key the stack has the bus's dead-letter queue and its alarm.
+	for _, key := range []string{"", testKey} {
+		tpl := load(t, map[string]string{"KmsKeyArn": key})
+		for _, name := range tpl.OfType("AWS::CloudWatch::Alarm") {
+			watched := alarm(t, tpl, name).watched()
+			require.NotEmpty(t, watched, name)
+			for _, a := range watched {
+				seen[a.MetricName] = true
+				dims := map[string]string{}
+				for _, d := range a.Dimensions {
+					dims[d.Name] = d.Value
+				}
+				requireEmitted(t, name, a.Namespace, a.MetricName, dims)
 			}
-			requireEmitted(t, name, a.Namespace, a.MetricName, dims)
 		}
 	}
-	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "OldestBlockedAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount"} {
+	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "OldestBlockedAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount", "ApproximateNumberOfMessagesVisible"} {
 		require.True(t, seen[m], "an alarm on %s", m)
 	}
 }

@@ -26,8 +26,12 @@ type dashboard struct {
 
 func TestTranslation_DashboardPlotsWhatTheStackEmits(t *testing.T) {
 	t.Parallel()
-	for _, enabled := range []bool{true, false} {
-		tr := translated(t, map[string]string{"DispatcherEnabled": fmt.Sprint(enabled)})
+	for _, tc := range []struct {
+		enabled bool
+		key     string
+	}{{true, ""}, {false, ""}, {true, testKey}, {false, testKey}} {
+		enabled := tc.enabled
+		tr := translated(t, map[string]string{"DispatcherEnabled": fmt.Sprint(enabled), "KmsKeyArn": tc.key})
 		names := tr.OfType("AWS::CloudWatch::Dashboard")
 		require.Len(t, names, 1)
 		var d struct{ DashboardName, DashboardBody string }
@@ -69,6 +73,6 @@ func TestTranslation_DashboardPlotsWhatTheStackEmits(t *testing.T) {
 		for _, name := range tr.OfType("AWS::CloudWatch::Alarm") {
 			want = append(want, "${"+name+".Arn}")
 		}
-		require.ElementsMatch(t, want, alarms, "the dashboard shows every alarm's state (enabled=%v)", enabled)
+		require.ElementsMatch(t, want, alarms, "the dashboard shows every alarm's state (enabled=%v, key %q)", enabled, tc.key)
 	}
 }

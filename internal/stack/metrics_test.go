@@ -1,8 +1,10 @@
 package stack_test
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,12 +18,16 @@ var (
 	lambdaFunctionMetrics = []string{"Invocations", "Errors", "Throttles", "Duration", "IteratorAge"}
 	// Published for the mapping only with MetricsConfig EventCount.
 	mappingEventCountMetrics = []string{"PolledEventCount", "InvokedEventCount", "FilteredOutEventCount", "FailedInvokeEventCount", "DroppedEventCount"}
+	// SQS's queue metrics (AWS/SQS), published for every queue under its
+	// QueueName.
+	sqsQueueMetrics = []string{"ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible", "ApproximateAgeOfOldestMessage", "NumberOfMessagesSent", "NumberOfMessagesReceived", "NumberOfMessagesDeleted"}
 )
 
 // requireEmitted fails unless the metric is one something in this stack
 // publishes, under exactly these dimensions: Outflow's EMF record (the
 // namespace the functions are given, the dimensions telemetry emits), a
-// function's Lambda metrics, or the wake mapping's event counts.
+// function's Lambda metrics, the wake mapping's event counts, or a queue's
+// SQS metrics.
 func requireEmitted(t *testing.T, what, namespace, metric string, dims map[string]string) {
 	t.Helper()
 	ours := function(t, load(t, nil), "SweepFunction").Environment.Variables["OUTFLOW_METRICS_NAMESPACE"]
@@ -47,6 +53,17 @@ func requireEmitted(t *testing.T, what, namespace, metric string, dims map[strin
 		default:
 			require.Failf(t, "unexpected Lambda metric", "%s: %s", what, metric)
 		}
+	case "AWS/SQS":
+		require.Contains(t, sqsQueueMetrics, metric, "%s: SQS does not publish %s", what, metric)
+		require.Len(t, dims, 1, what)
+		name, isQueueName := strings.CutSuffix(dims["QueueName"], ".QueueName}")
+		require.True(t, isQueueName, "%s: %s of a queue of this stack, by its QueueName, got %v", what, metric, dims)
+		// The raw translation holds every resource, whatever its condition.
+		var doc struct {
+			Resources map[string]struct{ Type string }
+		}
+		require.NoError(t, json.Unmarshal(translatedRaw(t), &doc))
+		require.Equal(t, "AWS::SQS::Queue", doc.Resources[strings.TrimPrefix(name, "${")].Type, "%s: %s", what, dims["QueueName"])
 	default:
 		require.Failf(t, "unexpected namespace", "%s: %s (the functions emit %s)", what, namespace, ours)
 	}

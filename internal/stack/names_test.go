@@ -25,6 +25,8 @@ func TestTranslation_HasNoFixedPhysicalNames(t *testing.T) {
 		"AWS::SQS::Queue": "QueueName", "AWS::DynamoDB::Table": "TableName",
 		"AWS::SNS::Topic": "TopicName", "AWS::Events::EventBus": "Name",
 		"AWS::Lambda::EventSourceMapping": "", "AWS::Lambda::EventInvokeConfig": "",
+		// A queue's policy is attached to the queue; it has no name.
+		"AWS::SQS::QueuePolicy": "",
 		// An inline policy: its PolicyName is scoped to the stack's own roles.
 		"AWS::IAM::Policy": "",
 	}

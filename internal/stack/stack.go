@@ -188,7 +188,22 @@ func parse(raw []byte, path string, overrides map[string]string) (*Template, err
 		}
 		r.t.Resources[name] = Resource{Type: typ, Properties: asMap(resolved), Metadata: asMap(meta), Condition: cond}
 	}
-	outs, err := r.resolve(asMap(top["Outputs"]))
+	// An output under a false condition is left out, as CloudFormation
+	// leaves it out of the stack's outputs.
+	outputs := map[string]any{}
+	for name, v := range asMap(top["Outputs"]) {
+		if cond, _ := asMap(v)["Condition"].(string); cond != "" {
+			on, err := r.condition(cond)
+			if err != nil {
+				return nil, fmt.Errorf("output %s: %w", name, err)
+			}
+			if !on {
+				continue
+			}
+		}
+		outputs[name] = v
+	}
+	outs, err := r.resolve(outputs)
 	if err != nil {
 		return nil, fmt.Errorf("outputs: %w", err)
 	}

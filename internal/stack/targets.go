@@ -30,6 +30,10 @@ type EventBus struct {
 	// KmsKeyIdentifier is the customer key with KmsKeyArn, else empty (an
 	// AWS owned key).
 	KmsKeyIdentifier string
+	// DeadLetterConfig names the queue for events the bus accepted and
+	// could not process (with a customer key: could not encrypt); nil
+	// without one.
+	DeadLetterConfig *struct{ Arn string }
 }
 
 // EventBuses decodes every AWS::Events::EventBus, by logical name.
