@@ -19,7 +19,7 @@ for i in $(seq "$runs"); do
 	if (cd internal/outbox && OUTFLOW_SOAK_SEED=$seed "$bin/soak.test" -test.run '^TestSoak_' -test.count=1 -test.v >"$log" 2>&1); then
 		pass=$((pass + 1))
 		echo "run $i: ok, seed $seed, $((SECONDS - start))s"
-		grep -E 'sends SQS accepted|SQS redeliveries' "$log" | sed 's/^ */    /' || true
+		grep -E 'sends accepted|SQS redeliveries' "$log" | sed 's/^ */    /' || true
 		rm -f "$log"
 	else
 		fail=$((fail + 1))
