@@ -81,5 +81,7 @@ func retryableCode(code string) bool {
 	case "AuthorizationError", "AccessDenied", "AccessDeniedException", "RequestThrottled", "Throttled":
 		return true
 	}
-	return strings.HasPrefix(code, "KMS") || strings.Contains(code, "Throttl")
+	// SQS's codes have been spelt KMS.AccessDeniedException and
+	// KmsAccessDenied; SNS's KMSAccessDenied.
+	return strings.HasPrefix(strings.ToLower(code), "kms") || strings.Contains(code, "Throttl")
 }

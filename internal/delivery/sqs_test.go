@@ -245,6 +245,7 @@ func TestDeliver_ToSQS_RetriesEntriesRefusedForThrottlingOrTheKey(t *testing.T) 
 		wantPermanent bool
 	}{
 		{"KMS.DisabledException", false},
+		{"KmsAccessDenied", false},
 		{"KMS.AccessDeniedException", false},
 		{"KMS.ThrottlingException", false},
 		{"RequestThrottled", false},

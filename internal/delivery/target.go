@@ -71,6 +71,7 @@ var (
 func ParseTarget(s string) (Target, error) {
 	address, options, hasOptions := strings.Cut(s, "?")
 	var t Target
+	byName := false
 	switch {
 	case strings.HasPrefix(address, "arn:") && strings.Contains(address, ":sns:"):
 		if !topicARN.MatchString(address) || len(address[strings.LastIndex(address, ":")+1:]) > 256 {
@@ -84,48 +85,62 @@ func ParseTarget(s string) (Target, error) {
 		t = Target{Kind: KindEventBridge, Address: address}
 	case strings.Contains(address, "://"):
 		u, err := url.Parse(address)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !queueName.MatchString(u.Path[strings.LastIndex(u.Path, "/")+1:]) {
-			return Target{}, fmt.Errorf("%q is not a queue URL (http or https, ending in the queue's name)", address)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || strings.Contains(address, "#") {
+			return Target{}, fmt.Errorf("%q is not a queue URL (http or https, no credentials or fragment, ending in the queue's name)", address)
 		}
-		t = Target{Kind: KindSQS, Address: address, FIFO: IsFIFO(address)}
-	case busName.MatchString(address) && hasOptions:
-		t = Target{Kind: KindEventBridge, Address: address}
+		name := u.Path[strings.LastIndex(u.Path, "/")+1:]
+		if !queueName.MatchString(name) {
+			return Target{}, fmt.Errorf("%q is not a queue URL (http or https, no credentials or fragment, ending in the queue's name)", address)
+		}
+		t = Target{Kind: KindSQS, Address: address, FIFO: strings.HasSuffix(name, ".fifo")}
 	case busName.MatchString(address):
-		return Target{}, fmt.Errorf("%q: a bus given by name needs its options (%q?%s=S&%s=D) or its ARN, so a queue or topic named where its URL or ARN belongs is not taken for a bus", address, address, OptionSource, OptionDetailType)
+		t, byName = Target{Kind: KindEventBridge, Address: address}, true
 	default:
 		return Target{}, fmt.Errorf("%q is not a queue URL, a topic ARN or an event bus ARN or name", address)
 	}
-	if !hasOptions {
-		return t, nil
-	}
-	if t.Kind != KindEventBridge {
+	if hasOptions && t.Kind != KindEventBridge {
 		return Target{}, fmt.Errorf("%q: only EventBridge routes take options", s)
 	}
-	q, err := url.ParseQuery(options)
-	if err != nil {
-		return Target{}, fmt.Errorf("%q: options: %w", s, err)
+	if err := t.readOptions(options); err != nil {
+		return Target{}, fmt.Errorf("%q: %w", s, err)
 	}
-	for name, vals := range q {
-		if len(vals) != 1 || vals[0] == "" {
-			return Target{}, fmt.Errorf("%q: option %s wants one non-empty value", s, name)
-		}
-		switch name {
-		case OptionSource:
-			t.Source = vals[0]
-		case OptionDetailType:
-			t.DetailType = vals[0]
-		default:
-			return Target{}, fmt.Errorf("%q: unknown option %q (want %s or %s)", s, name, OptionSource, OptionDetailType)
-		}
-	}
-	for _, err := range []error{checkSource(t.Source), checkDetailType(t.DetailType)} {
-		if err != nil {
-			return Target{}, fmt.Errorf("%q: %w", s, err)
-		}
+	if byName && t.Source == "" && t.DetailType == "" {
+		return Target{}, fmt.Errorf("%q: a bus given by name needs its options (%s?%s=S&%s=D) or its ARN, so a queue or topic named where its URL or ARN belongs is not taken for a bus", s, address, OptionSource, OptionDetailType)
 	}
 	return t, nil
 }
 
-// IsFIFO reports whether a queue URL or topic ARN names a FIFO queue or
-// topic.
-func IsFIFO(target string) bool { return strings.HasSuffix(target, ".fifo") }
+// readOptions reads an EventBridge route's options, name=value pairs
+// joined by "&". Values are percent-decoded as in a URL path, so a "+"
+// stays a "+" (a source may hold one; write a space as %20).
+func (t *Target) readOptions(options string) error {
+	seen := map[string]bool{}
+	for _, opt := range strings.Split(options, "&") {
+		if opt == "" {
+			continue
+		}
+		name, raw, _ := strings.Cut(opt, "=")
+		v, err := url.PathUnescape(raw)
+		if err != nil {
+			return fmt.Errorf("option %s: %w", name, err)
+		}
+		if v == "" || seen[name] {
+			return fmt.Errorf("option %s wants one non-empty value", name)
+		}
+		seen[name] = true
+		switch name {
+		case OptionSource:
+			t.Source = v
+		case OptionDetailType:
+			t.DetailType = v
+		default:
+			return fmt.Errorf("unknown option %q (want %s or %s)", name, OptionSource, OptionDetailType)
+		}
+	}
+	for _, err := range []error{checkSource(t.Source), checkDetailType(t.DetailType)} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

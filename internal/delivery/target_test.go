@@ -63,3 +63,11 @@ func TestParseRoutes_RefusesWhatNoTargetIs(t *testing.T) {
 		})
 	}
 }
+
+func TestParseTarget_KeepsAPlusInAnOption(t *testing.T) {
+	t.Parallel()
+	got, err := delivery.ParseTarget("bus?source=my+app&detail-type=Order%20Placed")
+	require.NoError(t, err)
+	require.Equal(t, "my+app", got.Source)
+	require.Equal(t, "Order Placed", got.DetailType)
+}
