@@ -39,15 +39,11 @@ func (s EventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInp
 	pass := make([]types.PutEventsRequestEntry, 0, len(in.Entries))
 	var passAt []int // index in in.Entries of each entry passed on
 	for i, e := range in.Entries {
-		key, attempt := EventSite(e)
-		switch {
-		case s.Plan.Hit(SendEntry, key, attempt):
-			answers[i] = eventRefused(SendEntry, false)
-		case s.Plan.Hit(SendSender, key, attempt):
-			answers[i] = eventRefused(SendSender, true)
-		default:
-			pass, passAt = append(pass, e), append(passAt, i)
+		if kind, hit := s.Plan.entryFault(EventSite(e)); hit {
+			answers[i] = eventRefused(kind, kind == SendSender)
+			continue
 		}
+		pass, passAt = append(pass, e), append(passAt, i)
 	}
 	if len(pass) > 0 {
 		next := *in

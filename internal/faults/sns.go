@@ -23,45 +23,24 @@ var _ delivery.SNSAPI = SNS{}
 // PublishBatch implements delivery.SNSAPI. Decisions hash the entry's key
 // and attempt, which the deliverer puts in every message's attributes.
 func (s SNS) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, opts ...func(*sns.Options)) (*sns.PublishBatchOutput, error) {
-	if len(in.PublishBatchRequestEntries) > 0 {
-		key, attempt := SNSSite(in.PublishBatchRequestEntries[0])
-		if s.Plan.Hit(SendCall, key, attempt) {
-			return nil, injected(SendCall)
-		}
-	}
-	out := &sns.PublishBatchOutput{}
-	pass := make([]types.PublishBatchRequestEntry, 0, len(in.PublishBatchRequestEntries))
-	sites := make(map[string][2]string, len(in.PublishBatchRequestEntries)) // id -> key, attempt
-	for _, e := range in.PublishBatchRequestEntries {
-		key, attempt := SNSSite(e)
-		switch {
-		case s.Plan.Hit(SendEntry, key, attempt):
-			out.Failed = append(out.Failed, snsRefused(e.Id, SendEntry, false))
-		case s.Plan.Hit(SendSender, key, attempt):
-			out.Failed = append(out.Failed, snsRefused(e.Id, SendSender, true))
-		default:
-			pass = append(pass, e)
-			sites[aws.ToString(e.Id)] = [2]string{key, attempt}
-		}
-	}
-	if len(pass) == 0 {
-		return out, nil
-	}
-	next := *in
-	next.PublishBatchRequestEntries = pass
-	res, err := s.Next.PublishBatch(ctx, &next, opts...)
+	ok, failed, refusals, err := byID(s.Plan, in.PublishBatchRequestEntries, SNSSite,
+		func(e types.PublishBatchRequestEntry) *string { return e.Id },
+		func(r types.PublishBatchResultEntry) *string { return r.Id },
+		func(pass []types.PublishBatchRequestEntry) ([]types.PublishBatchResultEntry, []types.BatchResultErrorEntry, error) {
+			next := *in
+			next.PublishBatchRequestEntries = pass
+			res, err := s.Next.PublishBatch(ctx, &next, opts...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return res.Successful, res.Failed, nil
+		})
 	if err != nil {
 		return nil, err
 	}
-	out.Failed = append(out.Failed, res.Failed...)
-	for _, ok := range res.Successful {
-		site := sites[aws.ToString(ok.Id)]
-		if s.Plan.Hit(SendAmbiguous, site[0], site[1]) {
-			s.Plan.MarkDuplicateWindow(site[0])
-			out.Failed = append(out.Failed, snsRefused(ok.Id, SendAmbiguous, false))
-			continue
-		}
-		out.Successful = append(out.Successful, ok)
+	out := &sns.PublishBatchOutput{Successful: ok, Failed: failed}
+	for _, r := range refusals {
+		out.Failed = append(out.Failed, snsRefused(r.id, r.kind, r.sender))
 	}
 	return out, nil
 }

@@ -24,45 +24,24 @@ var _ delivery.SQSAPI = SQS{}
 // SendMessageBatch implements delivery.SQSAPI. Decisions hash the entry's key
 // and attempt, which the deliverer puts in every message's attributes.
 func (s SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	if len(in.Entries) > 0 {
-		key, attempt := entrySite(in.Entries[0])
-		if s.Plan.Hit(SendCall, key, attempt) {
-			return nil, injected(SendCall)
-		}
-	}
-	out := &sqs.SendMessageBatchOutput{}
-	pass := make([]types.SendMessageBatchRequestEntry, 0, len(in.Entries))
-	sites := make(map[string][2]string, len(in.Entries)) // id -> key, attempt
-	for _, e := range in.Entries {
-		key, attempt := entrySite(e)
-		switch {
-		case s.Plan.Hit(SendEntry, key, attempt):
-			out.Failed = append(out.Failed, refused(e.Id, SendEntry, false))
-		case s.Plan.Hit(SendSender, key, attempt):
-			out.Failed = append(out.Failed, refused(e.Id, SendSender, true))
-		default:
-			pass = append(pass, e)
-			sites[aws.ToString(e.Id)] = [2]string{key, attempt}
-		}
-	}
-	if len(pass) == 0 {
-		return out, nil
-	}
-	next := *in
-	next.Entries = pass
-	res, err := s.Next.SendMessageBatch(ctx, &next, opts...)
+	ok, failed, refusals, err := byID(s.Plan, in.Entries, entrySite,
+		func(e types.SendMessageBatchRequestEntry) *string { return e.Id },
+		func(r types.SendMessageBatchResultEntry) *string { return r.Id },
+		func(pass []types.SendMessageBatchRequestEntry) ([]types.SendMessageBatchResultEntry, []types.BatchResultErrorEntry, error) {
+			next := *in
+			next.Entries = pass
+			res, err := s.Next.SendMessageBatch(ctx, &next, opts...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return res.Successful, res.Failed, nil
+		})
 	if err != nil {
 		return nil, err
 	}
-	out.Failed = append(out.Failed, res.Failed...)
-	for _, ok := range res.Successful {
-		site := sites[aws.ToString(ok.Id)]
-		if s.Plan.Hit(SendAmbiguous, site[0], site[1]) {
-			s.Plan.MarkDuplicateWindow(site[0])
-			out.Failed = append(out.Failed, refused(ok.Id, SendAmbiguous, false))
-			continue
-		}
-		out.Successful = append(out.Successful, ok)
+	out := &sqs.SendMessageBatchOutput{Successful: ok, Failed: failed}
+	for _, r := range refusals {
+		out.Failed = append(out.Failed, refused(r.id, r.kind, r.sender))
 	}
 	return out, nil
 }
