@@ -21,17 +21,16 @@ func (p part[E]) id() string { return strconv.Itoa(p.row) }
 
 // messageParts builds each row's message for a queue or topic, as entry
 // makes it, and gives a permanent error to a row that cannot be one or is
-// over maxBytes (whose limit, "the " or "SNS's ", the error names).
-func messageParts[E any](rows []outbox.Row, fifo bool, maxBytes int, whose string, errs []error, entry func(id string, m message, row outbox.Row) E) []part[E] {
+// over the limit (sizeLimit's).
+func messageParts[E any](rows []outbox.Row, fifo bool, limit int, whose string, errs []error, entry func(id string, m message, row outbox.Row) E) []part[E] {
 	var parts []part[E]
 	for i, row := range rows {
 		m, err := newMessage(row, fifo)
-		switch {
-		case err != nil:
+		if err == nil {
+			err = m.fits(limit, whose)
+		}
+		if err != nil {
 			errs[i] = outbox.Permanent(err)
-			continue
-		case m.size > maxBytes:
-			errs[i] = outbox.Permanent(fmt.Errorf("%w: %d bytes with attributes, over %s%d-byte limit", ErrTooLarge, m.size, whose, maxBytes))
 			continue
 		}
 		p := part[E]{row: i, size: m.size}

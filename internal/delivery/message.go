@@ -59,22 +59,15 @@ var (
 // checks the deliverer applies before sending, for producers to apply at
 // staging. maxBytes 0 means MaxMessageBytes.
 func Validate(row outbox.Row, t Target, maxBytes int) error {
-	switch t.Kind {
-	case KindEventBridge:
+	if t.Kind == KindEventBridge {
 		_, err := newEvent(row, t)
 		return err
-	case KindSNS:
-		maxBytes = min(limit(maxBytes), MaxSNSBytes)
 	}
-	maxBytes = limit(maxBytes)
 	m, err := newMessage(row, t.FIFO)
 	if err != nil {
 		return err
 	}
-	if m.size > maxBytes {
-		return fmt.Errorf("%w: %d bytes with attributes, over the %d-byte limit", ErrTooLarge, m.size, maxBytes)
-	}
-	return nil
+	return m.fits(sizeLimit(t, maxBytes))
 }
 
 // limit is the message size limit maxBytes stands for.
@@ -85,6 +78,16 @@ func limit(maxBytes int) int {
 	return maxBytes
 }
 
+// sizeLimit is the limit on one message and one request to a queue or
+// topic, maxBytes (0: MaxMessageBytes) and for a topic SNS's own at most,
+// and whose it is, as an error names it.
+func sizeLimit(t Target, maxBytes int) (int, string) {
+	if t.Kind == KindSNS {
+		return min(limit(maxBytes), MaxSNSBytes), "SNS's "
+	}
+	return limit(maxBytes), "the "
+}
+
 // message is a row as SQS and SNS carry it: a text body, message
 // attributes, and its size as both count it.
 type message struct {
@@ -93,6 +96,14 @@ type message struct {
 	size  int
 	// group and dedup are set for a FIFO queue or topic.
 	group, dedup string
+}
+
+// fits says why the message is over a size limit, if it is.
+func (m message) fits(limit int, whose string) error {
+	if m.size > limit {
+		return fmt.Errorf("%w: %d bytes with attributes, over %s%d-byte limit", ErrTooLarge, m.size, whose, limit)
+	}
+	return nil
 }
 
 // attrType is the data type of an attribute Outflow sends.

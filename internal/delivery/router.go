@@ -46,7 +46,7 @@ func New(c Clients, routes Routes, maxBytes int) (*Router, error) {
 			return nil, fmt.Errorf("route %q: no %s client", name, t.Kind)
 		}
 	}
-	return &Router{clients: c, targets: targets, maxBytes: limit(maxBytes)}, nil
+	return &Router{clients: c, targets: targets, maxBytes: maxBytes}, nil
 }
 
 // Deliver implements outbox.Deliverer. Rows that cannot be sent as they are

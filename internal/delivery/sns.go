@@ -19,9 +19,9 @@ type SNSAPI interface {
 // attributes, group and deduplication id as SQS gets, so an SQS queue
 // subscribed with raw message delivery receives what a queue route sends.
 func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
-	maxBytes = min(maxBytes, MaxSNSBytes)
-	parts := messageParts(rows, t.FIFO, maxBytes, "SNS's ", errs, snsEntry)
-	inBatches(parts, maxBytes, func(batch []part[types.PublishBatchRequestEntry]) {
+	limit, whose := sizeLimit(t, maxBytes)
+	parts := messageParts(rows, t.FIFO, limit, whose, errs, snsEntry)
+	inBatches(parts, limit, func(batch []part[types.PublishBatchRequestEntry]) {
 		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "publish batch", err)

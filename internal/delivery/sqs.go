@@ -22,8 +22,9 @@ const sqsTraceHeader = "AWSTraceHeader"
 
 // toSQS sends rows to a queue with SendMessageBatch.
 func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
-	parts := messageParts(rows, t.FIFO, maxBytes, "the ", errs, sqsEntry)
-	inBatches(parts, maxBytes, func(batch []part[types.SendMessageBatchRequestEntry]) {
+	limit, whose := sizeLimit(t, maxBytes)
+	parts := messageParts(rows, t.FIFO, limit, whose, errs, sqsEntry)
+	inBatches(parts, limit, func(batch []part[types.SendMessageBatchRequestEntry]) {
 		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "send batch", err)
