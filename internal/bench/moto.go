@@ -66,6 +66,24 @@ func endpointConfig(ctx context.Context, endpoint string, reqs *Requests) (aws.C
 	return cfg, nil
 }
 
+// noCRC turns off the DynamoDB client's response checksum: moto's CRC32
+// header does not always match its body.
+func noCRC(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
+
+// dispatcher is the store and deliverer the functions build, over cfg
+// (whose instrumentation counts their requests).
+func dispatcher(cfg aws.Config, table string, shards int, routes delivery.Routes) (*dynamo.Store, *delivery.Router, error) {
+	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: shards})
+	if err != nil {
+		return nil, nil, err
+	}
+	sender, err := delivery.New(delivery.ClientsFromConfig(cfg), routes, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, sender, nil
+}
+
 // DrainOnEndpoint stages rows rows (payloadBytes each, over four queues,
 // one FIFO) on a new table at endpoint, then drains them with the engine
 // (naive false) or the naive baseline (naive true), counting requests,
@@ -110,7 +128,6 @@ func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	if err != nil {
 		return res, err
 	}
-	noCRC := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 	admin := dynamodb.NewFromConfig(stageCfg, noCRC)
 	table := fmt.Sprintf("outflow-bench-%d", time.Now().UnixNano())
 	if err := dynamo.CreateTable(ctx, admin, table); err != nil {
@@ -162,11 +179,7 @@ func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	if err != nil {
 		return res, err
 	}
-	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: 4})
-	if err != nil {
-		return res, err
-	}
-	sender, err := delivery.New(delivery.ClientsFromConfig(cfg), routes, 0)
+	store, sender, err := dispatcher(cfg, table, 4, routes)
 	if err != nil {
 		return res, err
 	}

@@ -72,7 +72,7 @@ func MeasureOperators(ctx context.Context, endpoint string, deadLetters int, log
 	if err != nil {
 		return res, err
 	}
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	client := dynamodb.NewFromConfig(cfg, noCRC)
 	table := fmt.Sprintf("outflow-operators-%d", time.Now().UnixNano())
 	if err := dynamo.CreateTable(ctx, client, table); err != nil {
 		return res, err

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/outflowhq/outflow"
-	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/handler"
 	"github.com/outflowhq/outflow/internal/outbox"
@@ -130,7 +129,6 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 	if err != nil {
 		return res, err
 	}
-	noCRC := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 	admin := dynamodb.NewFromConfig(stageCfg, noCRC)
 	table := fmt.Sprintf("outflow-stream-%d", time.Now().UnixNano())
 	if err := dynamo.CreateTable(ctx, admin, table); err != nil {
@@ -171,11 +169,7 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 			return nil, err
 		}
 		refusals.Instrument(&cfg)
-		store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: c.Shards})
-		if err != nil {
-			return nil, err
-		}
-		sender, err := delivery.New(delivery.ClientsFromConfig(cfg), routes, 0)
+		store, sender, err := dispatcher(cfg, table, c.Shards, routes)
 		if err != nil {
 			return nil, err
 		}

@@ -92,7 +92,6 @@ func drainTarget(ctx context.Context, endpoint string, kind delivery.Kind, rows,
 	if err != nil {
 		return res, err
 	}
-	noCRC := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 	admin := dynamodb.NewFromConfig(setupCfg, noCRC)
 	table := fmt.Sprintf("outflow-bench-%d", time.Now().UnixNano())
 	if err := dynamo.CreateTable(ctx, admin, table); err != nil {
@@ -130,11 +129,7 @@ func drainTarget(ctx context.Context, endpoint string, kind delivery.Kind, rows,
 	if err != nil {
 		return res, err
 	}
-	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: 4})
-	if err != nil {
-		return res, err
-	}
-	sender, err := delivery.New(delivery.ClientsFromConfig(cfg), routes, 0)
+	store, sender, err := dispatcher(cfg, table, 4, routes)
 	if err != nil {
 		return res, err
 	}
