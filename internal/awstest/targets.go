@@ -2,15 +2,13 @@ package awstest
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/outflowhq/outflow/internal/subscriber"
 )
 
 // SNS is an SNS client for the test endpoint.
@@ -47,11 +45,7 @@ func NewTopic(t testing.TB, fifo bool) string {
 func Subscribe(t testing.TB, topicARN string, fifo bool) string {
 	t.Helper()
 	url := NewQueue(t, fifo)
-	_, err := SNS(t).Subscribe(context.Background(), &sns.SubscribeInput{
-		TopicArn: aws.String(topicARN), Protocol: aws.String("sqs"), Endpoint: aws.String(QueueARN(t, url)),
-		Attributes: map[string]string{"RawMessageDelivery": "true"},
-	})
-	if err != nil {
+	if err := subscriber.Topic(context.Background(), SNS(t), topicARN, QueueARN(t, url)); err != nil {
 		t.Fatal(err)
 	}
 	return url
@@ -60,13 +54,11 @@ func Subscribe(t testing.TB, topicARN string, fifo bool) string {
 // QueueARN is the ARN of the queue at url.
 func QueueARN(t testing.TB, url string) string {
 	t.Helper()
-	out, err := SQS(t).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
+	arn, err := subscriber.QueueARN(context.Background(), SQS(t), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	return arn
 }
 
 // NewBus creates an EventBridge bus with a unique name, deleted after the
@@ -93,22 +85,12 @@ func RouteEvents(t testing.TB, bus string, sources ...string) string {
 	client := EventBridge(t)
 	ctx := context.Background()
 	url := NewQueue(t, false)
-	pattern, err := json.Marshal(map[string][]string{"source": sources})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rule := UniqueName("outflow-test")
-	if _, err := client.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(rule), EventBusName: aws.String(bus), EventPattern: aws.String(string(pattern))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.PutTargets(ctx, &eventbridge.PutTargetsInput{
-		Rule: aws.String(rule), EventBusName: aws.String(bus),
-		Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(QueueARN(t, url))}},
-	}); err != nil {
+	if _, err := subscriber.Rule(ctx, client, bus, rule, QueueARN(t, url), sources...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = client.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(rule), EventBusName: aws.String(bus), Ids: []string{"queue"}})
+		_, _ = client.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(rule), EventBusName: aws.String(bus), Ids: []string{subscriber.TargetID}})
 		_, _ = client.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(rule), EventBusName: aws.String(bus)})
 	})
 	return url

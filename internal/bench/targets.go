@@ -10,15 +10,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/subscriber"
 )
 
 // TargetKinds are the kinds of target DrainTargets measures, SQS first as
@@ -171,12 +170,10 @@ func createTarget(ctx context.Context, cfg aws.Config, kind delivery.Kind, table
 	if kind == delivery.KindSQS {
 		return queue, queue, nil
 	}
-	attrs, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	queueARN, err := subscriber.QueueARN(ctx, sq, queue)
 	if err != nil {
-		return "", "", fmt.Errorf("queue arn: %w", err)
+		return "", "", err
 	}
-	queueARN := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	switch kind {
 	case delivery.KindSNS:
 		api := sns.NewFromConfig(cfg)
@@ -184,9 +181,8 @@ func createTarget(ctx context.Context, cfg aws.Config, kind delivery.Kind, table
 		if err != nil {
 			return "", "", fmt.Errorf("create topic: %w", err)
 		}
-		if _, err := api.Subscribe(ctx, &sns.SubscribeInput{TopicArn: t.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(queueARN),
-			Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
-			return "", "", fmt.Errorf("subscribe: %w", err)
+		if err := subscriber.Topic(ctx, api, aws.ToString(t.TopicArn), queueARN); err != nil {
+			return "", "", err
 		}
 		return aws.ToString(t.TopicArn), queue, nil
 	case delivery.KindEventBridge:
@@ -195,13 +191,8 @@ func createTarget(ctx context.Context, cfg aws.Config, kind delivery.Kind, table
 		if err != nil {
 			return "", "", fmt.Errorf("create bus: %w", err)
 		}
-		pattern := fmt.Sprintf(`{"source":[%q]}`, TargetSource)
-		if _, err := api.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventBusName: aws.String(name), EventPattern: aws.String(pattern)}); err != nil {
-			return "", "", fmt.Errorf("put rule: %w", err)
-		}
-		if _, err := api.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), EventBusName: aws.String(name),
-			Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(queueARN)}}}); err != nil {
-			return "", "", fmt.Errorf("put targets: %w", err)
+		if _, err := subscriber.Rule(ctx, api, name, name, queueARN, TargetSource); err != nil {
+			return "", "", err
 		}
 		return aws.ToString(b.EventBusArn) + "?source=" + TargetSource + "&detail-type=" + TargetDetailType, queue, nil
 	}

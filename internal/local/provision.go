@@ -23,6 +23,7 @@ import (
 
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/stack"
+	consumer "github.com/outflowhq/outflow/internal/subscriber"
 )
 
 // Stack is what Provision created: names and URLs by logical resource name,
@@ -150,9 +151,6 @@ func createQueue(ctx context.Context, client *sqs.Client, name string, qd stack.
 		return "", "", err
 	}
 	url = aws.ToString(out.QueueUrl)
-	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		return "", "", err
-	}
-	return url, got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+	arn, err = consumer.QueueARN(ctx, client, url)
+	return url, arn, err
 }

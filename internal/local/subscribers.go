@@ -12,13 +12,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	consumer "github.com/outflowhq/outflow/internal/subscriber"
 )
 
 // subscriber is a consumer's queue behind a route that is not a queue: an
@@ -68,11 +68,10 @@ func subscribe(ctx context.Context, cfg aws.Config, prefix string, targets map[s
 			return nil, fmt.Errorf("subscriber queue for %s: %w", route, err)
 		}
 		s := subscriber{route: route, target: t, url: aws.ToString(out.QueueUrl), source: t.Source}
-		got, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		queueARN, err := consumer.QueueARN(ctx, q, s.url)
 		if err != nil {
 			return nil, fmt.Errorf("subscriber queue for %s: %w", route, err)
 		}
-		queueARN := got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 		switch t.Kind {
 		case delivery.KindSNS:
 			err = subscribeTopic(ctx, q, topics, s, queueARN)
@@ -112,11 +111,7 @@ func subscribeTopic(ctx context.Context, q *sqs.Client, topics *sns.Client, s su
 	if err := allowSend(ctx, q, s.url, queueARN, "sns.amazonaws.com", s.target.Address); err != nil {
 		return err
 	}
-	_, err := topics.Subscribe(ctx, &sns.SubscribeInput{
-		TopicArn: aws.String(s.target.Address), Protocol: aws.String("sqs"), Endpoint: aws.String(queueARN),
-		Attributes: map[string]string{"RawMessageDelivery": "true"}, ReturnSubscriptionArn: true,
-	})
-	return err
+	return consumer.Topic(ctx, topics, s.target.Address, queueARN)
 }
 
 func subscribeBus(ctx context.Context, q *sqs.Client, bus *eventbridge.Client, s subscriber, prefix, queueARN string) error {
@@ -124,30 +119,11 @@ func subscribeBus(ctx context.Context, q *sqs.Client, bus *eventbridge.Client, s
 	if i := strings.Index(busName, ":event-bus/"); i >= 0 {
 		busName = busName[i+len(":event-bus/"):]
 	}
-	pattern, err := json.Marshal(map[string][]string{"source": {s.source}})
+	rule, err := consumer.Rule(ctx, bus, busName, prefix+"-"+s.route+"-subscriber", queueARN, s.source)
 	if err != nil {
 		return err
 	}
-	rule, err := bus.PutRule(ctx, &eventbridge.PutRuleInput{
-		Name: aws.String(prefix + "-" + s.route + "-subscriber"), EventBusName: aws.String(busName), EventPattern: aws.String(string(pattern)),
-	})
-	if err != nil {
-		return err
-	}
-	if err := allowSend(ctx, q, s.url, queueARN, "events.amazonaws.com", aws.ToString(rule.RuleArn)); err != nil {
-		return err
-	}
-	out, err := bus.PutTargets(ctx, &eventbridge.PutTargetsInput{
-		Rule: aws.String(prefix + "-" + s.route + "-subscriber"), EventBusName: aws.String(busName),
-		Targets: []ebtypes.Target{{Id: aws.String("subscriber"), Arn: aws.String(queueARN)}},
-	})
-	if err != nil {
-		return err
-	}
-	if out.FailedEntryCount > 0 {
-		return fmt.Errorf("rule target refused: %s", aws.ToString(out.FailedEntries[0].ErrorMessage))
-	}
-	return nil
+	return allowSend(ctx, q, s.url, queueARN, "events.amazonaws.com", rule)
 }
 
 // arrival is what a subscriber's queue got for one row.
