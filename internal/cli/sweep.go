@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,6 +67,7 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 func (a *app) sweepCommand() *cobra.Command {
 	var routes, partition string
 	var grace, withAudit bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Run one sweep now, with the same engine and configuration as the sweep function",
@@ -81,7 +84,7 @@ func (a *app) sweepCommand() *cobra.Command {
 				}
 			}
 			log := telemetry.NewLogger(a.stderr, a.getenv)
-			e, audit, _, err := a.engine(cmd, routes, log, func(c *config.Config) {
+			e, audit, cfg, err := a.engine(cmd, routes, log, func(c *config.Config) {
 				if !grace {
 					c.Policy.WakeGrace = 0
 				}
@@ -89,6 +92,17 @@ func (a *app) sweepCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// As the functions do, the sweep runs under a deadline shorter
+			// than the lease: it stops claiming the margin before it, and a
+			// claim never outlives the sweep that holds it.
+			if timeout == 0 {
+				timeout = cfg.Policy.Lease - cfg.Policy.DeadlineMargin
+			}
+			if err := cfg.Policy.CheckDeadline(timeout); err != nil {
+				return usageError{fmt.Errorf("--timeout: %w", err)}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
 			// Only when asked: the audit moves every row outside shards
 			// 0..--shards-1, and a shell whose --shards is not the
 			// dispatcher's would move valid rows and record them as stray.
@@ -97,16 +111,16 @@ func (a *app) sweepCommand() *cobra.Command {
 			var found dynamo.AuditResult
 			if withAudit {
 				var aerr error
-				found, aerr = audit.Run(cmd.Context(), a.now())
+				found, aerr = audit.Run(ctx, a.now())
 				for _, f := range found.Found {
-					log.WarnContext(cmd.Context(), "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard, "outcome", f.Outcome, "error", f.Error)
+					log.WarnContext(ctx, "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard, "outcome", f.Outcome, "error", f.Error)
 				}
 				if aerr != nil {
 					found.Errors++
-					log.WarnContext(cmd.Context(), "stray-row audit failed", "error", aerr)
+					log.WarnContext(ctx, "stray-row audit failed", "error", aerr)
 				}
 			}
-			res, err := e.SweepPartition(cmd.Context(), part)
+			res, err := e.SweepPartition(ctx, part)
 			s := telemetry.NewSummary("sweep", res)
 			if part.Count > 1 {
 				s.Partition = part.String()
@@ -121,6 +135,7 @@ func (a *app) sweepCommand() *cobra.Command {
 	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES)")
 	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
 	cmd.Flags().StringVar(&partition, "partition", "", "sweep only partition I of K, \"I/K\", the shards s with s mod K = I, as one of the sweep function's OUTFLOW_SWEEP_PARTITIONS sweeps does (default: every shard)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop the sweep after this long, as the function's timeout does; shorter than the lease (default: the lease less the deadline margin)")
 	cmd.Flags().BoolVar(&withAudit, "audit", false, "first audit the due index for stray rows, as the sweep function does: moves every row whose shard is not 0..--shards-1, so --shards must be the dispatcher's")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if routes == "" {

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -51,18 +52,34 @@ func entries[E any](batch []part[E]) []E {
 
 // inBatches sends parts, in order, in requests of at most MaxBatchEntries
 // entries and maxBytes bytes. Every part is at most maxBytes on its own.
-func inBatches[E any](parts []part[E], maxBytes int, send func([]part[E])) {
+// Before each request it leaves out the rows the engine's fence says may
+// no longer be sent (outbox.MaySend), with outbox.ErrLeaseEnding: a row
+// whose lease would end before the request could.
+func inBatches[E any](ctx context.Context, rows []outbox.Row, parts []part[E], maxBytes int, errs []error, send func([]part[E])) {
+	flush := func(batch []part[E]) {
+		var fenced []part[E]
+		for _, p := range batch {
+			if !outbox.MaySend(ctx, rows[p.row]) {
+				errs[p.row] = outbox.ErrLeaseEnding
+				continue
+			}
+			fenced = append(fenced, p)
+		}
+		if len(fenced) > 0 {
+			send(fenced)
+		}
+	}
 	var batch []part[E]
 	bytes := 0
 	for _, p := range parts {
 		if len(batch) == MaxBatchEntries || bytes+p.size > maxBytes {
-			send(batch)
+			flush(batch)
 			batch, bytes = nil, 0
 		}
 		batch, bytes = append(batch, p), bytes+p.size
 	}
 	if len(batch) > 0 {
-		send(batch)
+		flush(batch)
 	}
 }
 
@@ -85,7 +102,9 @@ func applyAnswers[E any](errs []error, batch []part[E], got answers, target stri
 
 // failBatch gives every part of a batch the error of its failed request:
 // transient, since a request that failed as a whole (throttled, denied,
-// timed out) may succeed once it is retried.
+// timed out) may succeed once it is retried; and not definite (see
+// outbox.Definite), since a request that timed out, was cut off or failed
+// on the service's side may have been stored.
 func failBatch[E any](errs []error, batch []part[E], op string, err error) {
 	for _, p := range batch {
 		errs[p.row] = fmt.Errorf("%s: %w", op, err)

@@ -238,7 +238,7 @@ func toEventBridge(ctx context.Context, api EventBridgeAPI, t Target, rows []out
 		}
 		parts = append(parts, part[types.PutEventsRequestEntry]{entry: entry, row: i, size: e.size})
 	}
-	inBatches(parts, MaxEventBytes, func(batch []part[types.PutEventsRequestEntry]) {
+	inBatches(ctx, rows, parts, MaxEventBytes, errs, func(batch []part[types.PutEventsRequestEntry]) {
 		out, err := api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "put events", err)
@@ -255,7 +255,8 @@ func toEventBridge(ctx context.Context, api EventBridgeAPI, t Target, rows []out
 				got[batch[i].id()] = nil
 				continue
 			}
-			err := fmt.Errorf("eventbridge refused event: %s: %s", code, aws.ToString(r.ErrorMessage))
+			// The bus answered for the entry: it was not put (Refused).
+			err := outbox.Refused(fmt.Errorf("eventbridge refused event: %s: %s", code, aws.ToString(r.ErrorMessage)))
 			if permanentEventCodes[code] {
 				err = outbox.Permanent(err)
 			}

@@ -21,7 +21,7 @@ type SNSAPI interface {
 func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
 	limit, whose := sizeLimit(t, maxBytes)
 	parts := messageParts(rows, t.FIFO, limit, whose, errs, snsEntry)
-	inBatches(parts, limit, func(batch []part[types.PublishBatchRequestEntry]) {
+	inBatches(ctx, rows, parts, limit, errs, func(batch []part[types.PublishBatchRequestEntry]) {
 		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "publish batch", err)

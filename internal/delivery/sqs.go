@@ -24,7 +24,7 @@ const sqsTraceHeader = "AWSTraceHeader"
 func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
 	limit, whose := sizeLimit(t, maxBytes)
 	parts := messageParts(rows, t.FIFO, limit, whose, errs, sqsEntry)
-	inBatches(parts, limit, func(batch []part[types.SendMessageBatchRequestEntry]) {
+	inBatches(ctx, rows, parts, limit, errs, func(batch []part[types.SendMessageBatchRequestEntry]) {
 		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries(batch)})
 		if err != nil {
 			failBatch(errs, batch, "send batch", err)
@@ -65,14 +65,15 @@ func sqsEntry(id string, m message, row outbox.Row) types.SendMessageBatchReques
 // otherwise. Both mark a throttle and a refusal for the queue's or topic's
 // key or for IAM as the sender's fault too (they are 4xx errors), but the
 // same message goes through once the throttle passes or the key or policy
-// is fixed.
+// is fixed. Either way the service answered for the entry: it was not
+// stored (outbox.Refused).
 func refused(service string, code, message *string, senderFault bool) error {
 	c := aws.ToString(code)
 	err := fmt.Errorf("%s refused message: %s: %s", service, c, aws.ToString(message))
 	if senderFault && !retryableCode(c) {
 		return outbox.Permanent(err)
 	}
-	return err
+	return outbox.Refused(err)
 }
 
 // retryableCode reports whether an entry's error code names a throttle, a

@@ -41,6 +41,8 @@ type attemptError struct {
 	At      int64  `dynamodbav:"at"`
 	Attempt int    `dynamodbav:"attempt"`
 	Message string `dynamodbav:"message"`
+	// Unsure is written only when true: the attempt's outcome is unknown.
+	Unsure bool `dynamodbav:"unsure,omitempty"`
 }
 
 // ErrMalformed is wrapped by every decode error.
@@ -106,7 +108,7 @@ func encodePayload(p []byte) types.AttributeValue {
 func encodeErrors(errs []outbox.AttemptError) []attemptError {
 	out := make([]attemptError, 0, len(errs))
 	for _, e := range errs {
-		out = append(out, attemptError{At: ms(e.At), Attempt: e.Attempt, Message: e.Message})
+		out = append(out, attemptError{At: ms(e.At), Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure})
 	}
 	return out
 }
@@ -257,7 +259,7 @@ func (d *decoder) errors() []outbox.AttemptError {
 	}
 	var out []outbox.AttemptError
 	for _, e := range list {
-		out = append(out, outbox.AttemptError{At: fromMs(e.At), Attempt: e.Attempt, Message: e.Message})
+		out = append(out, outbox.AttemptError{At: fromMs(e.At), Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure})
 	}
 	return out
 }

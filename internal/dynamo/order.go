@@ -162,10 +162,10 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 // except prev and seq, which make the link Malformed; an unknown status
 // counts as a dead head.
 func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
-	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt}
+	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt, "#u": AttrUnsure}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a, #n, #d"), ExpressionAttributeNames: names,
+		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a, #n, #d, #u"), ExpressionAttributeNames: names,
 	})
 	if err != nil {
 		return outbox.Link{}, fmt.Errorf("link %s: %w", key, err)
@@ -193,6 +193,12 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
 			l.FailedAt = fromMs(n)
 		}
+	}
+	// Any value but false counts: a stray value must not let a group pass
+	// a head that may still land.
+	if v, ok := out.Item[AttrUnsure]; ok {
+		b, isBool := v.(*types.AttributeValueMemberBOOL)
+		l.Unsure = !isBool || b.Value
 	}
 	return l, nil
 }

@@ -40,6 +40,10 @@ const (
 	AttrSeq  = "seq"
 	AttrPrev = "prev"
 	AttrTail = "tail"
+	// AttrUnsure (BOOL true) marks a dead letter whose last attempt's
+	// outcome is unknown: the target may still store it, so under skip
+	// its group waits outbox.Policy.UnsureWait past failed_at.
+	AttrUnsure = "unsure"
 	// AttrErrorsUnreadable keeps an error history a quarantine found in a
 	// form it could not append to.
 	AttrErrorsUnreadable = "errors_unreadable"

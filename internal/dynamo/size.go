@@ -87,12 +87,12 @@ const numMax = 22
 // done-retention and redrive times. Staging refuses a row whose item plus
 // Growth exceeds ItemLimit, so no later transition can fail on size.
 func Growth(queue string) int {
-	entry := 1 + 3 + len("at") + numMax + len("attempt") + numMax + len("message") + outbox.MaxErrorBytes + 3
+	entry := 1 + 3 + len("at") + numMax + len("attempt") + numMax + len("message") + outbox.MaxErrorBytes + 3 + len("unsure") + 2
 	n := claimGrowth +
 		len(AttrStatus) + len(outbox.StatusPending) +
 		len(AttrErrors) + 3 + (outbox.ErrorHistory+1)*entry +
 		len(AttrLastError) + outbox.MaxErrorBytes +
-		len(AttrFailedAt) + numMax + len(AttrDeadQueue) + len(deadQueue(queue)) +
+		len(AttrFailedAt) + numMax + len(AttrDeadQueue) + len(deadQueue(queue)) + len(AttrUnsure) + 1 +
 		len(AttrDoneAt) + numMax + len(AttrExpiresAt) + numMax + len(AttrRedrivenAt) + numMax
 	return n
 }
@@ -103,7 +103,7 @@ const claimGrowth = len(AttrToken) + 26 + len(AttrLeaseUntil) + numMax + len(Att
 // deliveryState are the attributes Growth makes room for: what Outflow adds to
 // a row after staging.
 var deliveryState = []string{
-	AttrToken, AttrLeaseUntil, AttrClaimedAt, AttrErrors, AttrLastError, AttrFailedAt, AttrDeadQueue,
+	AttrToken, AttrLeaseUntil, AttrClaimedAt, AttrErrors, AttrLastError, AttrFailedAt, AttrDeadQueue, AttrUnsure,
 	AttrDoneAt, AttrExpiresAt, AttrRedrivenAt,
 }
 

@@ -258,14 +258,14 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 	if isSizeError(err) {
 		// The item cannot take even the claim: it can never be delivered.
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
-		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, err)
+		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, nil, err)
 	}
 	if msg, ok := refusal(err); ok {
 		// DynamoDB refuses this claim for good (say, attempt + 1 needs
 		// more than 38 digits): retrying it every sweep would hold the
 		// row for ever, so it is dead-lettered with DynamoDB's reason.
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
-		return outbox.Row{}, s.failRefused(ctx, "claim", key, claimable, now, outbox.TruncateError("claim refused: "+msg),
+		return outbox.Row{}, s.failRefused(ctx, "claim", key, claimable, now, nil, outbox.TruncateError("claim refused: "+msg),
 			"DynamoDB refuses the claim", err)
 	}
 	var conflict *outbox.ConflictError
@@ -340,7 +340,7 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 		if len(history) > 0 {
 			now = history[len(history)-1].At
 		}
-		return s.failTooLarge(ctx, "retry", row.Key, holds(row), now, err)
+		return s.failTooLarge(ctx, "retry", row.Key, holds(row), now, history, err)
 	}
 	return err
 }
@@ -349,7 +349,7 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
 	if isSizeError(err) {
-		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, err)
+		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, history, err)
 	}
 	return err
 }
@@ -363,7 +363,7 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
 	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
 	if isSizeError(err) {
-		return s.failTooLarge(ctx, "expire", row.Key, cond, now, err)
+		return s.failTooLarge(ctx, "expire", row.Key, cond, now, history, err)
 	}
 	return err
 }
@@ -394,7 +394,7 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 		_, err = s.update(ctx, "quarantine", key, cond, upd, types.ReturnValueNone)
 	}
 	if isSizeError(err) {
-		return s.failTooLarge(ctx, "quarantine", key, malformed, now, err)
+		return s.failTooLarge(ctx, "quarantine", key, malformed, now, nil, err)
 	}
 	return err
 }
@@ -406,17 +406,19 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 // queue name is long. If even that does not fit, the row leaves the due
 // index as failed without the dead-index keys, so it stops costing a
 // refused write per sweep; the error says so, and names the key.
-func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, cause error) error {
+func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, history []outbox.AttemptError, cause error) error {
 	// The reason is short on purpose: it must fit where the transition
 	// did not. The error returned gives the detail.
-	return s.failRefused(ctx, op, key, cond, now, fmt.Sprintf("%s: %s", ErrItemTooLarge, op),
+	return s.failRefused(ctx, op, key, cond, now, history, fmt.Sprintf("%s: %s", ErrItemTooLarge, op),
 		fmt.Sprintf("the %s would pass DynamoDB's item size limit", op), cause)
 }
 
 // failRefused dead-letters a row whose transition DynamoDB refused for
 // good (cause), as failTooLarge describes, storing reason; why says, in the
-// error returned, what was refused.
-func (s *Store) failRefused(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, reason, why string, cause error) error {
+// error returned, what was refused. history is the one the transition
+// would have stored, if any: only whether its last attempt ended unsure
+// is kept (see markUnsure).
+func (s *Store) failRefused(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, history []outbox.AttemptError, reason, why string, cause error) error {
 	queue := ""
 	if out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
@@ -433,9 +435,9 @@ func (s *Store) failRefused(ctx context.Context, op, key string, cond expression
 			Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
 			Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil)).Remove(expression.Name(AttrClaimedAt))
 	}
-	dead := leaveDue().Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
+	dead := markUnsure(leaveDue().Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
-		Set(expression.Name(AttrLastError), expression.Value(reason))
+		Set(expression.Name(AttrLastError), expression.Value(reason)), history)
 	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
 	if err == nil {
 		return fmt.Errorf("%w: %s: %s: %s (after: %w)", outbox.ErrDeadLettered, key, reason, why, cause)
@@ -482,7 +484,7 @@ func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
 			Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
 			Set(expression.Name(AttrShard), expression.Value(shard)).
 			Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
-			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
+			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue)).Remove(expression.Name(AttrUnsure))
 	}
 	return s.placing(ctx, "redrive", key, cond, upd)
 }
@@ -507,13 +509,24 @@ func (s *Store) keepingHistory(ctx context.Context, op, key string, cond express
 	return err
 }
 
-// failUpdate moves a row from the due index to the dead index.
+// failUpdate moves a row from the due index to the dead index, marked
+// unsure if the last attempt in history ended so.
 func failUpdate(queue string, now time.Time, history []outbox.AttemptError) expression.UpdateBuilder {
-	return withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)), history).
+	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)), history).
 		Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
 		Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	return markUnsure(upd, history)
+}
+
+// markUnsure sets AttrUnsure when the last attempt in history ended
+// unsure, and removes it otherwise.
+func markUnsure(upd expression.UpdateBuilder, history []outbox.AttemptError) expression.UpdateBuilder {
+	if len(history) > 0 && history[len(history)-1].Unsure {
+		return upd.Set(expression.Name(AttrUnsure), expression.Value(true))
+	}
+	return upd.Remove(expression.Name(AttrUnsure))
 }
 
 func withHistory(upd expression.UpdateBuilder, history []outbox.AttemptError) expression.UpdateBuilder {

@@ -32,6 +32,11 @@ const (
 	Delay          Kind = "store: delayed"
 	Crash          Kind = "sweep: crashed mid-flight"
 	ClaimAmbiguous Kind = "claim: applied, but reported failed"
+	// The stalls: a worker is held up (a slow pipeline, a suspended
+	// process) while the clock runs past the lease of the row it holds.
+	StallClaimed Kind = "stall: between claim and send, past the lease"
+	StallSend    Kind = "stall: inside the deliverer, past the lease"
+	StallSettle  Kind = "stall: before the settle, past the lease"
 )
 
 // ErrInjected is wrapped by every injected error.

@@ -33,3 +33,31 @@ func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
 }
+
+// RefusedError marks a failure the target answered for the row itself: it
+// looked at the row's entry and did not accept it (a per-entry failure in
+// a batch answer). The row was certainly not stored, so a late copy of it
+// can never arrive.
+type RefusedError struct{ Err error }
+
+// Error returns the underlying error's message.
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Refused wraps err, a failure the target answered for the row's own
+// entry, so the engine knows the row was not stored.
+func Refused(err error) error { return &RefusedError{Err: err} }
+
+// Definite reports whether a failed send's err says for certain that the
+// target did not store the row: a permanent error (the row was refused, or
+// never sent) or a per-entry refusal (Refused). Any other error leaves the
+// outcome unknown: a timeout, a reset connection, a 5xx or a throttle of
+// the whole request, or an answer that left the row out. The target may
+// have stored such a request, and may store it later than the client gave
+// up on it.
+func Definite(err error) bool {
+	var r *RefusedError
+	return IsPermanent(err) || errors.As(err, &r)
+}

@@ -156,9 +156,10 @@ func (e *Engine) newRun(ctx context.Context, grace time.Duration) *run {
 	return r
 }
 
-// failure is the error history to store after an attempt fails.
+// failure is the error history to store after an attempt fails; its
+// entry is unsure unless err is definite (see Definite).
 func (e *Engine) failure(row Row, now time.Time, err error) []AttemptError {
-	return row.withError(AttemptError{At: now, Attempt: row.Attempt, Message: err.Error()})
+	return row.withError(AttemptError{At: now, Attempt: row.Attempt, Message: err.Error(), Unsure: !Definite(err)})
 }
 
 // errMalformed prefixes the reason of rows that cannot be read.

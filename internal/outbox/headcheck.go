@@ -21,11 +21,13 @@ func (e *Engine) headPolicy(queue string) (DeadHead, bool) {
 	return HeadPolicy(e.policy.Ordered, queue)
 }
 
-// settles is the gate for a row of queue whose predecessor is in state l.
-func (e *Engine) settles(l Link, queue string) gate {
-	dh, _ := e.headPolicy(queue)
+// settles is the gate for a row of queue whose predecessor is in state l
+// at the run's now: a dead head under skip whose last attempt ended unsure
+// lets it go only once UnsureWait has passed since it failed.
+func (r *run) settles(l Link, queue string) gate {
+	dh, _ := r.headPolicy(queue)
 	switch {
-	case l.Settles(dh):
+	case l.SettlesAt(dh, r.now(), r.policy.UnsureWait()):
 		return gateGo
 	case l.Blocks(dh):
 		return gateBlocked
@@ -212,12 +214,28 @@ func (r *run) settledFor(row Row, ok, dead bool) {
 	}
 }
 
-// deadSettles reports whether a dead letter of this row lets its group go:
-// under skip, unless the row is malformed (its place may be unknown; a
-// later sweep reads its link and decides).
-func (r *run) deadSettles(row Row) bool {
+// deadLink is the link of row as a dead letter whose last attempt ended
+// as unsure says.
+func deadLink(row Row, unsure bool) Link {
+	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, Unsure: unsure}
+}
+
+// deadSettles reports whether a dead letter of this row, whose last
+// attempt ended as unsure says, lets its group go at once: under skip,
+// after a definite refusal, unless the row is malformed (its place may be
+// unknown; a later sweep reads its link and decides).
+func (r *run) deadSettles(row Row, unsure bool) bool {
 	dh, _ := r.headPolicy(row.Queue)
-	return row.Malformed == "" && Link{Found: true, Status: StatusFailed, Queue: row.Queue}.Settles(dh)
+	return deadLink(row, unsure).Settles(dh)
+}
+
+// deadWaits reports whether a dead letter of row, whose last attempt
+// ended as unsure says, holds its group only until that attempt can no
+// longer land (see Policy.UnsureWait): the rows behind it are left for a
+// later run, not blocked.
+func (r *run) deadWaits(row Row, unsure bool) bool {
+	dh, _ := r.headPolicy(row.Queue)
+	return deadLink(row, unsure).waitsOut(dh)
 }
 
 // recheck reads, after a pass, each predecessor the run parked rows behind

@@ -74,6 +74,21 @@ func (l *ledger) finalSettle(key string) (settle, bool) {
 
 func (l *ledger) next() int { l.seq++; return l.seq }
 
+// unsettled returns the rows whose latest claim has no settle yet: held by
+// some worker, perhaps sent.
+func (l *ledger) unsettled() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var keys []string
+	for key, claims := range l.claims {
+		last := claims[len(claims)-1].token
+		if !slices.ContainsFunc(l.settles[key], func(st settle) bool { return st.token == last || st.final }) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
 // recStore records the real store's successful transitions.
 type recStore struct {
 	outbox.Store
@@ -154,8 +169,10 @@ func (l *ledger) recordFinal(key, op string) {
 // handOver checks each row the engine hands to the deliverer, as it is
 // handed: its token is the row's latest claim, that claim is not settled,
 // the row has no final settle, and no earlier hand-over used the token.
-// (The soak's clock stands still within a round, so no lease lapses while
-// a row is on its way; a real deployment relies on the lease for this.)
+// A row whose lease no longer covers a send (outbox.MaySend: the clock
+// jumped, a stall, between the engine's check and here) is not checked:
+// another worker may hold it by now, and the fence keeps it from being
+// sent.
 //
 // A row of an ordered group is handed over only once its predecessor has
 // its final settle: done, or, on a route whose dead head is skipped, a
@@ -179,6 +196,9 @@ func (h handOver) prevSettled(r outbox.Row) bool {
 func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
 	h.l.mu.Lock()
 	for _, r := range rows {
+		if !outbox.MaySend(ctx, r) {
+			continue
+		}
 		claims := h.l.claims[r.Key]
 		_, final := h.l.finalSettle(r.Key)
 		switch {

@@ -38,6 +38,11 @@ type Link struct {
 	// unknown, so it never lets a successor go, under either policy: its
 	// dead letter blocks until an operator purges it.
 	Malformed string
+	// Unsure says the dead letter's last attempt ended with its outcome
+	// unknown (see Definite): the target may still store that request.
+	// Under skip its successors wait until FailedAt is older than
+	// Policy.UnsureWait, so a late copy of it cannot land after them.
+	Unsure bool
 }
 
 // HeadPolicy is the dead-head policy of the route queue under ordered (the
@@ -69,8 +74,10 @@ func DeadLetterBlocks(ordered map[string]DeadHead, l Link) bool {
 
 // Settles reports whether a predecessor in the state l lets its successor
 // go, under the dead-head policy dh: it is gone (delivered, or purged),
-// done, or a dead letter and dh is skip. A state no writer of Outflow's
-// leaves counts as a dead letter: the row cannot go on.
+// done, or a dead letter whose last attempt was definitely refused and dh
+// is skip. A state no writer of Outflow's leaves counts as a dead letter:
+// the row cannot go on. An unsure dead letter under skip settles only
+// once its wait is over, which SettlesAt says.
 func (l Link) Settles(dh DeadHead) bool {
 	if !l.Found || l.Status == StatusDone {
 		return true
@@ -78,13 +85,29 @@ func (l Link) Settles(dh DeadHead) bool {
 	if l.Status == StatusPending || l.Status == StatusClaimed || l.Malformed != "" {
 		return false
 	}
-	return dh == DeadHeadSkip
+	return dh == DeadHeadSkip && !l.Unsure
+}
+
+// SettlesAt reports whether a predecessor in the state l lets its
+// successor go at now, under dh: Settles, or a dead letter under skip
+// whose unsure last attempt failed at least wait before now (see
+// Policy.UnsureWait).
+func (l Link) SettlesAt(dh DeadHead, now time.Time, wait time.Duration) bool {
+	return l.Settles(dh) || (l.waitsOut(dh) && !now.Before(l.FailedAt.Add(wait)))
+}
+
+// waitsOut reports whether l is a dead letter under skip whose last
+// attempt ended unsure: its group waits, for a bounded time, rather than
+// blocks.
+func (l Link) waitsOut(dh DeadHead) bool {
+	return l.Found && l.Status == StatusFailed && l.Malformed == "" && l.Unsure && dh == DeadHeadSkip
 }
 
 // Blocks reports whether a predecessor in the state l holds its successor
 // until an operator acts, under the dead-head policy dh: it neither settles
-// nor is on its way (pending or claimed), so it is a dead letter, or in a
-// state no writer of Outflow's leaves, and dh is block.
+// nor is on its way (pending or claimed) nor waits out an unsure attempt,
+// so it is a dead letter, or in a state no writer of Outflow's leaves, and
+// dh is block.
 func (l Link) Blocks(dh DeadHead) bool {
-	return !l.Settles(dh) && l.Status != StatusPending && l.Status != StatusClaimed
+	return !l.Settles(dh) && l.Status != StatusPending && l.Status != StatusClaimed && !l.waitsOut(dh)
 }

@@ -158,6 +158,23 @@ func (p Policy) CallTimeout() time.Duration {
 	return max((p.Lease-p.BatchLinger)/3, time.Millisecond)
 }
 
+// UnsureMargin is how long after a client gave up on a send request the
+// target may still store it, as UnsureWait counts it. AWS documents no
+// bound: a request the service has read whole is processed even if the
+// client has gone. SQS, SNS and EventBridge answer in tens of
+// milliseconds; a minute is three orders of magnitude past that, and the
+// wait is cheap: it applies only to an ordered group under skip whose
+// head's final attempt ended unsure, once.
+const UnsureMargin = time.Minute
+
+// UnsureWait is how long an ordered group under skip waits behind a dead
+// head whose last attempt ended unsure (its outcome unknown: see
+// Definite), counted from the head's failed_at: the longest the request
+// could have run (CallTimeout, which bounds every send) plus UnsureMargin
+// for a request stored after the client gave up. Past it, no copy of the
+// head can land, so its successor cannot be passed by it.
+func (p Policy) UnsureWait() time.Duration { return p.CallTimeout() + UnsureMargin }
+
 // Backoff is the delay before the retry that follows the given 1-based
 // attempt: base × multiplier^(attempt−1), clamped to BackoffMax. The
 // arithmetic saturates, so a huge attempt pins the delay at the clamp.

@@ -84,6 +84,16 @@ type AttemptError struct {
 	At      time.Time
 	Attempt int
 	Message string
+	// Unsure says the attempt's outcome is unknown: the send failed in a
+	// way that does not prove the target did not store it (see Definite).
+	// Only the last entry of a dead letter's history matters: under skip,
+	// its group waits out Policy.UnsureWait before it moves on.
+	Unsure bool
+}
+
+// lastUnsure reports whether the last attempt in hist ended unsure.
+func lastUnsure(hist []AttemptError) bool {
+	return len(hist) > 0 && hist[len(hist)-1].Unsure
 }
 
 // ErrorHistory is how many attempt errors a row keeps; older ones are

@@ -256,6 +256,9 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	if r.budget.Add(-1) < 0 {
 		return false
 	}
+	// The lease is timed from now, after the head check: its reads and
+	// the wake's head wait must not be spent out of it.
+	now = r.now()
 	row, err := r.store.Claim(ctx, ref.Key, now, r.policy.Lease, r.policy.MaxAttempts)
 	var conflict *ConflictError
 	switch {
@@ -324,10 +327,13 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 		return true
 	case c.Current != nil && c.Current.expirable(now, r.policy.MaxAttempts):
 		reason := "attempt budget spent"
+		// A lapsed claim may have been sent up to its lease's end: its
+		// outcome is unknown, as is that of a last attempt that was.
+		unsure := lastUnsure(c.Current.Errors)
 		if c.Current.Status == StatusClaimed {
-			reason = "lease expired on final attempt"
+			reason, unsure = "lease expired on final attempt", true
 		}
-		hist := c.Current.withError(AttemptError{At: now, Attempt: c.Current.Attempt, Message: reason})
+		hist := c.Current.withError(AttemptError{At: now, Attempt: c.Current.Attempt, Message: reason, Unsure: unsure})
 		err := r.store.Expire(ctx, *c.Current, now, r.policy.MaxAttempts, hist)
 		r.count(ctx, "expire", c.Key, err, &r.t.expired)
 		r.holdRow(c.Key, settledHold(ref.CreatedAt))
@@ -410,27 +416,56 @@ func (r *run) batch(in <-chan Row, out chan<- []Row, upstreamIdle func() bool) {
 // batchCheck is how often the batcher looks for partial batches to send.
 const batchCheck = 2 * time.Millisecond
 
-// send delivers one batch and settles every row in it, or releases the
-// batch if the deadline margin has been reached.
+// send delivers one batch and settles every row in it. Rows the run may
+// not send (the deadline margin is reached, or the row's lease would end
+// before a send call could: see mayStart) are released unsent, and so are
+// rows the deliverer left unsent for their lease (ErrLeaseEnding).
 func (r *run) send(ctx context.Context, rows []Row) {
 	if ctx.Err() != nil {
 		return // a crash: the claims stay held until their lease expires
 	}
-	if r.pastDeadline() {
-		r.each(rows, func(_ int, row Row) {
-			r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
-			r.settledFor(row, false, false)
-		})
+	var sendable []Row
+	for _, row := range rows {
+		if r.pastDeadline() || !r.mayStart(row) {
+			r.release(ctx, row)
+			continue
+		}
+		sendable = append(sendable, row)
+	}
+	if len(sendable) == 0 {
 		return
 	}
-	errs := r.deliverer.Deliver(ctx, rows[0].Queue, rows)
-	r.each(rows, func(i int, row Row) {
+	errs := r.deliverer.Deliver(withFence(ctx, r.mayStart), sendable[0].Queue, sendable)
+	r.each(sendable, func(i int, row Row) {
 		err := errNoResult
 		if i < len(errs) {
 			err = errs[i]
 		}
+		if errors.Is(err, ErrLeaseEnding) {
+			r.release(ctx, row)
+			return
+		}
 		r.settle(ctx, row, err)
 	})
+}
+
+// release gives back a claimed row the run did not send, and leaves it
+// to a later run: a run slow enough to miss a lease once would claim and
+// release it again. A refused release (another worker expired or claimed
+// the row once its lease ended) drops it: the run no longer holds it,
+// and never sends it.
+func (r *run) release(ctx context.Context, row Row) {
+	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
+	r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
+	r.settledFor(row, false, false)
+}
+
+// mayStart reports whether a send call carrying row may start now: the
+// call, bounded by CallTimeout, ends before the row's lease does. A call
+// that could outlast the lease could land after another worker expired
+// the row and sent its successor, or sent it again.
+func (r *run) mayStart(row Row) bool {
+	return !r.now().Add(r.policy.CallTimeout()).After(row.LeaseUntil)
 }
 
 // errNoResult stands in for a result the deliverer did not return; the row
@@ -457,11 +492,15 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, err == nil, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
-		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "error", sendErr)
+		// A final attempt whose outcome is unknown may still land: under
+		// skip, the group waits it out instead of moving on now.
+		unsure := !Definite(sendErr)
+		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure", unsure, "error", sendErr)
 		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
-		r.settledFor(row, (err == nil || errors.Is(err, ErrDeadLettered)) && r.deadSettles(row), true)
+		written := err == nil || errors.Is(err, ErrDeadLettered)
+		r.settledFor(row, written && r.deadSettles(row, unsure), !(written && r.deadWaits(row, unsure)))
 	default:
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)

@@ -29,19 +29,27 @@ import (
 )
 
 // sweeperStore tracks one sweep's claims and settles, to find the rows a
-// crash left mid-flight.
+// crash left mid-flight. A sweep that is to crash does so once it has made
+// crashAfter claims (0: never): by count, not by a timer, so a seed
+// decides where the crash falls.
 type sweeperStore struct {
 	outbox.Store
-	mu      sync.Mutex
-	claimed map[string]bool
+	mu         sync.Mutex
+	claimed    map[string]bool
+	claims     int
+	crashAfter int
+	crash      context.CancelFunc
 }
 
 func (s *sweeperStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
 	row, err := s.Store.Claim(ctx, key, now, lease, max)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err == nil {
-		s.mu.Lock()
 		s.claimed[key] = true
-		s.mu.Unlock()
+	}
+	if s.claims++; s.claims == s.crashAfter {
+		s.crash()
 	}
 	return row, err
 }
@@ -108,6 +116,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		faults.SendCall: 0.02, faults.SendEntry: 0.03, faults.SendSender: 0.005, faults.SendAmbiguous: 0.01,
 		faults.SettleBefore: 0.02, faults.SettleAfter: 0.01, faults.Throttle: 0.01, faults.Delay: 0.01,
 		faults.ClaimAmbiguous: 0.01, faults.Crash: 0.1,
+		faults.StallClaimed: 0.005, faults.StallSend: 0.005, faults.StallSettle: 0.005,
 	})
 	policy := outbox.DefaultPolicy()
 	// Two ordered routes: a dead head is skipped on one, blocks its group
@@ -125,10 +134,19 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		EventBridge: faults.EventBridge{Next: recEvents{next: awstest.EventBridge(t), l: led, plan: plan}, Plan: plan},
 	}, routes, 0)
 	require.NoError(t, err)
-	sender := handOver{next: router, l: led, ordered: policy.Ordered}
 	policy.MaxAttempts = 6
 	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
 	policy.Lease = 5 * time.Second
+	// Workers stall while the clock runs on: past the lease of the row
+	// they hold, while the other sweepers and the wake go on and expire or
+	// claim it again. No row may be sent once its lease cannot cover the
+	// send (the fence), and no group may pass a head that may still land.
+	stalls := &faults.Stalls{Plan: plan, Advance: clock.Advance, Jump: policy.Lease + time.Second, OnStall: func() {
+		for _, key := range led.unsettled() {
+			plan.MarkDuplicateWindow(key)
+		}
+	}}
+	sender := stalls.Deliverer(handOver{next: router, l: led, ordered: policy.Ordered})
 	policy.WakeGrace = 0
 	policy.PageSize = 250
 	policy.Concurrency = 8
@@ -238,26 +256,27 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// sweepers are the partitions of a backstop of two (OUTFLOW_SWEEP_PARTITIONS=2);
 	// the third sweeps every shard, racing both, as an overlapping sweep
 	// or an operator's `outflow sweep` would.
-	var sweeps, crashes, refused atomic.Int64
+	var sweeps, crashes, refused, released atomic.Int64
 	sweepers := []outbox.Partition{{Index: 0, Count: 2}, {Index: 1, Count: 2}, outbox.Whole}
 	runRound := func(round int, wake []outbox.DueRef) {
 		var wg sync.WaitGroup
 		for w, part := range sweepers {
 			wg.Go(func() {
-				ss := &sweeperStore{Store: faults.Store{Store: real, Plan: plan}, claimed: map[string]bool{}}
-				e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
-				require.NoError(t, err)
 				sctx, cancel := context.WithCancel(ctx)
 				defer cancel()
+				ss := &sweeperStore{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), claimed: map[string]bool{}, crash: cancel}
+				e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
+				require.NoError(t, err)
 				if plan.Hit(faults.Crash, round, w) {
 					crashes.Add(1)
-					// The crash time is a function of the seed: rng is not shared
-					// across goroutines.
-					time.AfterFunc(time.Duration(20+(seed+uint64(round*3+w))%200)*time.Millisecond, cancel)
+					// Where the crash falls is a function of the seed: rng is
+					// not shared across goroutines.
+					ss.crashAfter = 1 + int((seed+uint64(round*3+w))%40)
 				}
 				res, _ := e.SweepPartition(sctx, part)
 				sweeps.Add(1)
 				refused.Add(int64(res.Conflicts))
+				released.Add(int64(res.Released))
 				if sctx.Err() != nil {
 					ss.mu.Lock()
 					for k := range ss.claimed {
@@ -269,10 +288,11 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		}
 		if len(wake) > 0 {
 			wg.Go(func() {
-				e, err := outbox.New(faults.Store{Store: real, Plan: plan}, sender, policy, outbox.WithClock(clock.Now))
+				e, err := outbox.New(stalls.Store(faults.Store{Store: real, Plan: plan}), sender, policy, outbox.WithClock(clock.Now))
 				require.NoError(t, err)
 				res, _ := e.DeliverRefs(ctx, wake)
 				refused.Add(int64(res.Conflicts))
+				released.Add(int64(res.Released))
 			})
 		}
 		wg.Wait()
@@ -388,6 +408,10 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 				reason = "retry budget spent: queue does not exist"
 			case strings.Contains(reason, string(faults.SendSender)):
 			case row.Attempt >= policy.MaxAttempts:
+				// The budget was spent on faults, and the last one is one
+				// that was injected: a failure nothing injected (an outage
+				// of a target, say) is not accepted.
+				require.Contains(t, budgetReasons, classify(reason), "invariant 5: %s spent its budget on a failure no injected fault explains: %q", key, reason)
 			default:
 				t.Errorf("invariant 5: %s is dead with neither a permanent error nor a spent budget: attempt %d, %q", key, row.Attempt, reason)
 			}
@@ -454,12 +478,19 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		require.Equal(t, want, got, "group %s: first arrivals in staging order", id)
 	}
 
-	// The topic and the bus were exercised: rows arrived through each (a
-	// soak of a few rows may draw none for one), and the events that
-	// cannot be were dead-lettered for it.
-	for _, route := range []string{"topic", "bus"} {
+	// Every route that exists was exercised: rows arrived through each (a
+	// soak of a few rows may draw none for one), at least half of what was
+	// staged on it, and the events that cannot be were dead-lettered for
+	// it. Faults are a few percent a decision, so an outage of one target
+	// fails here.
+	for _, route := range []string{"q1", "q2", "q3", "events.fifo", "ordered.fifo", "blocking.fifo", "topic", "bus"} {
 		if rows >= 100 {
-			require.Positive(t, byRoute[route][1], "rows arrived through route %s: %v", route, byRoute[route])
+			c := byRoute[route]
+			require.NotNil(t, c, "rows staged on route %s", route)
+			require.Positive(t, c[1], "rows arrived through route %s: %v", route, *c)
+			if route != "blocking.fifo" { // a dead head holds the rest of its group
+				require.GreaterOrEqual(t, 2*c[1], c[0], "at least half of route %s's rows arrived: %v", route, *c)
+			}
 		}
 	}
 	require.GreaterOrEqual(t, deadReasons["payload is not a JSON object"], 3, "events whose payload is not a JSON object are dead letters")
@@ -474,13 +505,18 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		fmt.Fprintf(&perRoute, "\n    %-14s %-12s staged %5d, arrived %5d, dead %5d", name, kind, c[0], c[1], c[2])
 	}
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  index lag              %s\n%s",
-		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), real.Counts(), plan.Report())
+	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  released unsent        %d (rows whose lease could no longer cover a send, after a stall)\n  index lag              %s\n%s",
+		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), released.Load(), real.Counts(), plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
 	}
 }
+
+// budgetReasons are the last failures with which a row may spend its
+// budget: each is injected (a lapsed lease follows a crash, a stall or a
+// failed settle).
+var budgetReasons = []string{"lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)}
 
 func classify(reason string) string {
 	for _, c := range []string{"no route", "needs a message group", "message too large", "malformed", "payload is not a JSON object", string(faults.SendSender), "lease expired", string(faults.SendCall), string(faults.SendEntry), string(faults.SendAmbiguous)} {
