@@ -436,3 +436,53 @@ func TestTransact_AChainStagedInOneTransactionIsDeliveredInOrder(t *testing.T) {
 		"order-8": {"order-8-created", "order-8-lines-added"},
 	}, got)
 }
+
+// A chain whose transaction committed but whose answer was lost, sent
+// again after the dispatcher delivered it, finds its keys free and is
+// staged anew after its own last row. Each row is linked to its
+// predecessor by key and place, so the new rows wait only for one another
+// and the group goes on: the old rows are delivered and gone.
+func TestTransact_AChainSentAgainAfterItWasDeliveredDoesNotStickItsGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newTxHarness(t)
+	api := &lostResponseAPI{API: h.client}
+	p, err := outflow.NewProducer(api, outflow.Config{Table: h.table, Ordered: []string{"events.fifo"}})
+	require.NoError(t, err)
+	policy := outbox.DefaultPolicy()
+	policy.WakeGrace = 0
+	policy.BatchLinger = 5 * time.Millisecond
+	policy.Ordered = map[string]outbox.DeadHead{"events.fifo": outbox.DeadHeadBlock}
+	sender, err := delivery.New(delivery.Clients{SQS: awstest.SQS(t)}, delivery.Routes{"events.fifo": awstest.NewQueue(t, true)}, 0)
+	require.NoError(t, err)
+	e, err := outbox.New(h.store, sender, policy)
+	require.NoError(t, err)
+	sweep := func(want int) {
+		t.Helper()
+		delivered := 0
+		for range 10 {
+			res, err := e.Sweep(ctx)
+			require.NoError(t, err)
+			if delivered += res.Delivered; delivered >= want {
+				break
+			}
+		}
+		require.Equal(t, want, delivered)
+	}
+
+	chain := []outflow.Row{ev("order-7-created", "order-7"), ev("order-7-lines-added", "order-7")}
+	_, err = p.Transact(ctx, nil, chain...)
+	require.Error(t, err, "the answer was lost")
+	sweep(2)
+
+	_, err = p.Transact(ctx, nil, chain...)
+	require.NoError(t, err, "the keys are free again")
+	_, err = p.Transact(ctx, nil, ev("order-7-paid", "order-7"))
+	require.NoError(t, err)
+	sweep(3)
+	for _, key := range []string{"order-7-created", "order-7-lines-added", "order-7-paid"} {
+		row, err := h.store.Get(ctx, key)
+		require.NoError(t, err)
+		require.Nil(t, row, "%s was delivered", key)
+	}
+}
