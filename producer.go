@@ -209,8 +209,12 @@ func (p *Producer) stageRows(ctx context.Context, rows []Row, own int) ([]string
 	// Counted before any tail is read: a transaction too large fails
 	// whatever the tails say.
 	if n := own + len(rows) + len(order); n > MaxTransactItems {
-		return nil, nil, fmt.Errorf("%w: %d rows in %d ordered groups need %d items with the %d of yours, and DynamoDB takes at most %d in one transaction",
-			ErrTooManyItems, len(rows), len(order), n, own, MaxTransactItems)
+		yours := ""
+		if own > 0 {
+			yours = fmt.Sprintf(" with the %d of yours", own)
+		}
+		return nil, nil, fmt.Errorf("%w: %d rows in %d ordered groups need %d items%s, and DynamoDB takes at most %d in one transaction",
+			ErrTooManyItems, len(rows), len(order), n, yours, MaxTransactItems)
 	}
 	now := p.now()
 	items := make([]types.TransactWriteItem, len(rows), len(rows)+len(order))
