@@ -29,8 +29,9 @@ type Config struct {
 	MaxMessageBytes int
 	// Ordered lists the routes whose rows reach their queue in staging
 	// order per message group (FIFO routes, named in the dispatcher's
-	// OUTFLOW_ORDERED too). Staging such a row costs a consistent read of
-	// its group's tail and a two-item transaction.
+	// OUTFLOW_ORDERED too). Staging rows of such a group in one
+	// transaction costs a consistent read of the group's tail, and one
+	// update of the group's item besides the rows' puts.
 	Ordered []string
 	// Routes is the dispatcher's OUTFLOW_ROUTES. Given, each row is
 	// checked against its route's target (an SNS topic's limits; an
@@ -145,37 +146,108 @@ func (p *Producer) put(row outbox.Row) (types.TransactWriteItem, error) {
 	}}, nil
 }
 
-// TransactItems validates row and returns the writes that stage it, for
-// your own TransactWriteItems. An unordered row is one conditional put, as
-// TransactItem returns. A row of an ordered route is two: the put, and an
-// update of its group's item that appends the row to the group, read here
-// with one consistent read. If another producer stages into the same group
-// before your transaction commits, DynamoDB cancels it (the group item's
-// condition fails, or a TransactionConflict; Classify says which): call
-// TransactItems again and retry. The row is never staged out of its place.
-func (p *Producer) TransactItems(ctx context.Context, r Row) ([]types.TransactWriteItem, error) {
-	row, err := p.prepare(ctx, r, true)
-	if err != nil {
-		return nil, err
-	}
-	return p.stageItems(ctx, row)
+// TransactItems validates rows and returns the writes that stage them, for
+// your own TransactWriteItems: items[i] is the conditional put of rows[i]
+// (read a generated Key back from it), and after the puts comes one
+// update per ordered group the rows are in, in the order the groups first
+// appear. An unordered row is its put alone, as TransactItem returns.
+//
+// Rows of an ordered route are appended to their group as a chain, in the
+// order given: the first names the group's tail, read here with one
+// consistent read per group, and each later row of the group the one
+// before it, at consecutive places; the group's one update moves its tail
+// to the group's last row. So an aggregate's events of one command (order
+// created, lines added) stage together, in order, or not at all. If
+// another producer stages into the same group before your transaction
+// commits, DynamoDB cancels it (the group item's condition fails, or a
+// TransactionConflict; Classify says which): call TransactItems again and
+// retry. The rows are never staged out of their place.
+//
+// A transaction writes an item once, so two rows with one key are refused
+// (ErrDuplicateKey), and it holds at most MaxTransactItems items, so rows
+// that need more are refused (ErrTooManyItems); leave room for your own
+// writes. Neither reads anything.
+func (p *Producer) TransactItems(ctx context.Context, rows ...Row) ([]types.TransactWriteItem, error) {
+	_, items, err := p.stageRows(ctx, rows, 0)
+	return items, err
 }
 
-// stageItems is the writes that stage a prepared row: its put, and for an
-// ordered route its group's tail update after it.
-func (p *Producer) stageItems(ctx context.Context, row outbox.Row) ([]types.TransactWriteItem, error) {
-	if !p.ordered[row.Queue] {
+// MaxTransactItems is how many items DynamoDB takes in one
+// TransactWriteItems.
+const MaxTransactItems = 100
+
+// stageRows prepares rows and builds the writes that stage them, as
+// TransactItems lays them out, for a transaction that holds own items of
+// the caller's besides. It returns the rows' keys too.
+func (p *Producer) stageRows(ctx context.Context, rows []Row, own int) ([]string, []types.TransactWriteItem, error) {
+	prepared := make([]outbox.Row, len(rows))
+	keys := make([]string, len(rows))
+	type groupID struct{ queue, group string }
+	groups := map[groupID][]int{}
+	var order []groupID
+	seen := make(map[string]int, len(rows))
+	for i, r := range rows {
+		row, err := p.prepare(ctx, r, true)
+		if err != nil {
+			return nil, nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		if j, ok := seen[row.Key]; ok {
+			// DynamoDB would refuse the whole transaction with a
+			// validation error that names no row.
+			return nil, nil, fmt.Errorf("rows %d and %d: %w: both have key %q, and a transaction writes an item once", j, i, ErrDuplicateKey, row.Key)
+		}
+		seen[row.Key] = i
+		prepared[i], keys[i] = row, row.Key
+		if p.ordered[row.Queue] {
+			id := groupID{row.Queue, row.Group}
+			if _, ok := groups[id]; !ok {
+				order = append(order, id)
+			}
+			groups[id] = append(groups[id], i)
+		}
+	}
+	// Counted before any tail is read: a transaction too large fails
+	// whatever the tails say.
+	if n := own + len(rows) + len(order); n > MaxTransactItems {
+		yours := ""
+		if own > 0 {
+			yours = fmt.Sprintf(" with the %d of yours", own)
+		}
+		return nil, nil, fmt.Errorf("%w: %d rows in %d ordered groups need %d items%s, and DynamoDB takes at most %d in one transaction",
+			ErrTooManyItems, len(rows), len(order), n, yours, MaxTransactItems)
+	}
+	now := p.now()
+	items := make([]types.TransactWriteItem, len(rows), len(rows)+len(order))
+	for i, row := range prepared {
+		if p.ordered[row.Queue] {
+			continue // its group's chain puts it in place below
+		}
 		item, err := p.put(row)
 		if err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("row %d: %w", i, err)
 		}
-		return []types.TransactWriteItem{item}, nil
+		items[i] = item
 	}
-	tail, err := p.store.GroupTail(ctx, row.Queue, row.Group)
-	if err != nil {
-		return nil, err
+	for _, id := range order {
+		idx := groups[id]
+		chain := make([]outbox.Row, len(idx))
+		for k, i := range idx {
+			chain[k] = prepared[i]
+		}
+		tail, err := p.store.GroupTail(ctx, id.queue, id.group)
+		if err != nil {
+			return nil, nil, fmt.Errorf("row %d: %w", idx[0], err)
+		}
+		staged, err := p.store.StageChainItems(chain, now, tail)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rows %v of group %q of %s: %w", idx, id.group, id.queue, err)
+		}
+		for k, i := range idx {
+			items[i] = staged[k]
+		}
+		items = append(items, staged[len(staged)-1])
 	}
-	return p.store.StageOrderedItems(row, p.now(), tail)
+	return keys, items, nil
 }
 
 // Put stages rows on their own (not in a transaction), concurrently. It is

@@ -65,9 +65,15 @@ var (
 	// item size limit.
 	ErrItemTooLarge = dynamo.ErrItemTooLarge
 	// ErrOrderedRoute is returned by TransactItem for a row of an ordered
-	// route, which TransactItems stages, and by Transact for two rows of
-	// one ordered group (each would move the group's tail).
+	// route, which TransactItems stages.
 	ErrOrderedRoute = errors.New("ordered route")
+	// ErrDuplicateKey is returned by TransactItems and Transact for two
+	// rows with one key: a transaction writes an item once.
+	ErrDuplicateKey = errors.New("key given twice")
+	// ErrTooManyItems is returned by TransactItems and Transact when the
+	// rows' items (a put per row, an update per ordered group), with your
+	// own, would pass MaxTransactItems.
+	ErrTooManyItems = errors.New("too many items for one transaction")
 	// ErrNotStaged is returned by Put for a row of an ordered group that
 	// was not staged because an earlier row of its group failed.
 	ErrNotStaged = errors.New("not staged")

@@ -7,8 +7,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/outflowhq/outflow/internal/dynamo"
 )
 
 // Transact stages rows together with your own writes in one
@@ -22,11 +20,16 @@ import (
 // none does. A ClientRequestToken is refused: each call stages its rows
 // anew, so DynamoDB would not take a resend for the same request.
 //
+// Several rows of one ordered group are chained in the order given, with
+// one move of the group's tail (TransactItems says how), so they commit
+// together and in order with your writes. Your items and the rows' count
+// against DynamoDB's MaxTransactItems together: more is refused
+// (ErrTooManyItems) before anything is read or sent.
+//
 // It sends once: whether to send your writes again is yours to decide
-// (errors.As a *TransactError and ask Retryable). A transaction stages at
-// most one row per ordered group, since each moves the group's tail. For
-// the transaction's output (consumed capacity), use TransactItems,
-// TransactWriteItems and Classify yourself.
+// (errors.As a *TransactError and ask Retryable). For the transaction's
+// output (consumed capacity), use TransactItems, TransactWriteItems and
+// Classify yourself.
 func (p *Producer) Transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput, rows ...Row) ([]string, error) {
 	var tx dynamodb.TransactWriteItemsInput
 	if in != nil {
@@ -39,28 +42,11 @@ func (p *Producer) Transact(ctx context.Context, in *dynamodb.TransactWriteItems
 		// instead: ErrAlreadyStaged says the first one committed.
 		return nil, errors.New("transact: ClientRequestToken cannot make a resend idempotent here (each call stages its rows anew): give rows keys, and take ErrAlreadyStaged as committed")
 	}
-	tx.TransactItems = append([]types.TransactWriteItem(nil), tx.TransactItems...)
-	keys := make([]string, len(rows))
-	groups := map[string]int{}
-	for i, r := range rows {
-		row, err := p.prepare(ctx, r, true)
-		if err != nil {
-			return nil, fmt.Errorf("row %d: %w", i, err)
-		}
-		if p.ordered[row.Queue] {
-			id := dynamo.GroupKey(row.Queue, row.Group)
-			if j, ok := groups[id]; ok {
-				return nil, fmt.Errorf("rows %d and %d: %w: both in group %q of %s, and a transaction moves a group's tail once", j, i, ErrOrderedRoute, row.Group, row.Queue)
-			}
-			groups[id] = i
-		}
-		items, err := p.stageItems(ctx, row)
-		if err != nil {
-			return nil, fmt.Errorf("row %d: %w", i, err)
-		}
-		keys[i] = row.Key
-		tx.TransactItems = append(tx.TransactItems, items...)
+	keys, items, err := p.stageRows(ctx, rows, len(tx.TransactItems))
+	if err != nil {
+		return nil, err
 	}
+	tx.TransactItems = append(append(make([]types.TransactWriteItem, 0, len(tx.TransactItems)+len(items)), tx.TransactItems...), items...)
 	if _, err := p.api.TransactWriteItems(ctx, &tx); err != nil {
 		// The keys too: an error that is no cancellation (a lost
 		// response) leaves the outcome unknown, and the keys are how to

@@ -321,10 +321,11 @@ func TestTransact_RefusesBadRowsBeforeSending(t *testing.T) {
 		detail string
 	}{
 		{"an invalid row", []outflow.Row{{Queue: "orders", Payload: []byte("x")}, {Queue: "orders"}}, outflow.ErrEmptyPayload, "row 1"},
-		{"two rows of one ordered group", []outflow.Row{
-			{Queue: "events.fifo", Group: "g", Payload: []byte("1")},
-			{Queue: "events.fifo", Group: "g", Payload: []byte("2")},
-		}, outflow.ErrOrderedRoute, "rows 0 and 1"},
+		{"two rows with one key", []outflow.Row{
+			{Key: "k", Queue: "events.fifo", Group: "g", Payload: []byte("1")},
+			{Queue: "orders", Payload: []byte("x")},
+			{Key: "k", Queue: "orders", Payload: []byte("2")},
+		}, outflow.ErrDuplicateKey, "rows 0 and 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,8 +78,9 @@ func (e *TransactError) Unwrap() []error {
 	return append(errs, e.Err)
 }
 
-// Retryable reports whether sending the transaction again, with a fresh
-// TransactItems for each ordered row, may succeed: every item failed only
+// Retryable reports whether sending the transaction again, with the
+// ordered rows' items built anew by TransactItems (Transact does), may
+// succeed: every item failed only
 // because another writer got there first (a moved group tail or a
 // transaction conflict) or the table was over its capacity (throttled:
 // back off first).

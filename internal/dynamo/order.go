@@ -62,40 +62,77 @@ func (s *Store) GroupTail(ctx context.Context, queue, group string) (Tail, error
 // tail was read. Both return the item as it was when their condition
 // fails.
 func (s *Store) StageOrderedItems(row outbox.Row, now time.Time, tail Tail) ([]types.TransactWriteItem, error) {
-	if row.Group == "" {
-		return nil, fmt.Errorf("ordered row %s: %w", row.Key, errNoGroup)
+	return s.StageChainItems([]outbox.Row{row}, now, tail)
+}
+
+// StageChainItems is the transaction that stages rows, all of one ordered
+// group, as a chain after tail in the order given: each row's conditional
+// put (index i for rows[i]), the first naming tail as its predecessor and
+// each later one the row before it, with consecutive seqs; then one update
+// of the group item to the last row (the last index), on the same
+// condition as a single row's, so it fails if another row was staged in
+// the group since tail was read. A transaction may touch an item once, so
+// the group item moves once, straight to the chain's new tail. Every item
+// returns the item as it was when its condition fails.
+func (s *Store) StageChainItems(rows []outbox.Row, now time.Time, tail Tail) ([]types.TransactWriteItem, error) {
+	if len(rows) == 0 {
+		return nil, nil
 	}
-	row.Seq, row.Prev = tail.Seq+1, tail.Key
-	in, err := s.StageInput(row, now)
-	if err != nil {
-		return nil, err
+	first := rows[0]
+	items := make([]types.TransactWriteItem, 0, len(rows)+1)
+	prev, seq := tail.Key, tail.Seq
+	var table *string
+	for i, row := range rows {
+		if row.Group == "" {
+			return nil, fmt.Errorf("ordered row %s: %w", row.Key, errNoGroup)
+		}
+		if row.Queue != first.Queue || row.Group != first.Group {
+			return nil, fmt.Errorf("ordered row %s: %w: group %q of %s, the chain is group %q of %s", row.Key, errOtherGroup, row.Group, row.Queue, first.Group, first.Queue)
+		}
+		for _, earlier := range rows[:i] {
+			if earlier.Key == row.Key {
+				// DynamoDB refuses a transaction that writes an item twice,
+				// and a row cannot be its own successor.
+				return nil, fmt.Errorf("ordered row %s: %w", row.Key, errKeyTwice)
+			}
+		}
+		seq++
+		row.Seq, row.Prev = seq, prev
+		in, err := s.StageInput(row, now)
+		if err != nil {
+			return nil, err
+		}
+		table = in.TableName
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName: in.TableName, Item: in.Item,
+			ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+		prev = row.Key
 	}
 	cond := expression.AttributeNotExists(expression.Name(AttrKey))
 	if tail.Seq > 0 {
 		cond = expression.Name(AttrSeq).Equal(expression.Value(tail.Seq))
 	}
-	upd := expression.Set(expression.Name(AttrTail), expression.Value(row.Key)).
-		Set(expression.Name(AttrSeq), expression.Value(row.Seq))
+	upd := expression.Set(expression.Name(AttrTail), expression.Value(prev)).
+		Set(expression.Name(AttrSeq), expression.Value(seq))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build group update: %w", err)
 	}
-	return []types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName: in.TableName, Item: in.Item,
-			ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: &types.Update{
-			TableName: in.TableName, Key: keyOf(GroupKey(row.Queue, row.Group)),
-			ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-			ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-	}, nil
+	return append(items, types.TransactWriteItem{Update: &types.Update{
+		TableName: table, Key: keyOf(GroupKey(first.Queue, first.Group)),
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}), nil
 }
 
-var errNoGroup = errors.New("an ordered row needs a message group")
+var (
+	errNoGroup    = errors.New("an ordered row needs a message group")
+	errOtherGroup = errors.New("a chain is staged into one group")
+	errKeyTwice   = errors.New("key given twice in one chain")
+)
 
 // ErrGroupRace is returned when other producers kept staging into the
 // same ordered group between each read of its tail and the write, more

@@ -100,6 +100,53 @@ func TestStageOrderedItems_ALostRaceCancelsTheWholeTransaction(t *testing.T) {
 	require.Equal(t, []string{"first"}, chain(t, s, "g"))
 }
 
+func TestStageChainItems_StagesRowsAfterTheTailWithOneMoveOfIt(t *testing.T) {
+	t.Parallel()
+	db := awstest.DynamoDB(t)
+	s := newStore(t, 0)
+	ctx := context.Background()
+	require.NoError(t, s.StageOrdered(ctx, orderedRow("a", "g"), t0))
+	tail, err := s.GroupTail(ctx, "events.fifo", "g")
+	require.NoError(t, err)
+	items, err := s.StageChainItems([]outbox.Row{orderedRow("b", "g"), orderedRow("c", "g"), orderedRow("d", "g")}, t0, tail)
+	require.NoError(t, err)
+	require.Len(t, items, 4, "three puts and one update of the group item")
+	require.NotNil(t, items[3].Update)
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c", "d"}, chain(t, s, "g"))
+
+	// Built on the tail before it moved, the same chain loses whole.
+	stale, err := s.StageChainItems([]outbox.Row{orderedRow("e", "g"), orderedRow("f", "g")}, t0, tail)
+	require.NoError(t, err)
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: stale})
+	var canceled *types.TransactionCanceledException
+	require.ErrorAs(t, err, &canceled)
+	require.Equal(t, "ConditionalCheckFailed", aws.ToString(canceled.CancellationReasons[2].Code), "the group item's condition")
+	require.Equal(t, []string{"a", "b", "c", "d"}, chain(t, s, "g"))
+}
+
+func TestStageChainItems_RefusesAChainItCannotStage(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, 0)
+	tests := []struct {
+		name   string
+		rows   []outbox.Row
+		detail string
+	}{
+		{"rows of two groups", []outbox.Row{orderedRow("a", "g"), orderedRow("b", "h")}, "one group"},
+		{"a key twice", []outbox.Row{orderedRow("a", "g"), orderedRow("b", "g"), orderedRow("a", "g")}, "key given twice"},
+		{"a row without a group", []outbox.Row{orderedRow("a", "")}, "needs a message group"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := s.StageChainItems(tt.rows, t0, dynamo.Tail{})
+			require.ErrorContains(t, err, tt.detail)
+		})
+	}
+}
+
 func TestStageOrdered_RefusesARowWithoutAGroup(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, 0)

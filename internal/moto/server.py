@@ -4,7 +4,8 @@ moto evaluates a write's condition and applies the write without a lock,
 and its server is threaded, so two concurrent conditional writes to one item
 can both succeed. DynamoDB never lets that happen, and Outflow's claims rely
 on it. This wraps moto's item writes in one lock, then starts the server
-exactly as moto_server does (same arguments). It also makes an update
+exactly as moto_server does (same arguments). A GetItem takes the same
+lock, so it never sees a write half done. It also makes an update
 that fails part way leave the item as it was, as DynamoDB does, refuses
 update arithmetic whose result DynamoDB cannot store, and checks a
 transaction's conditions before its writes instead of copying each table.
@@ -275,7 +276,12 @@ DomainDispatcherApplication.__call__ = _fault_endpoint(DomainDispatcherApplicati
 DynamoType.__add__ = _storable(DynamoType.__add__)
 DynamoType.__sub__ = _storable(DynamoType.__sub__)
 DynamoDBBackend.update_item = _all_or_nothing(DynamoDBBackend.update_item)
-for _name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+# A read takes the lock too: moto's update of a new item stores the bare key
+# first and sets the attributes after, so an unlocked GetItem could see an
+# item DynamoDB never holds (a group item with no tail, read while a
+# transaction created it). DynamoDB's GetItem is serializable with
+# transactions.
+for _name in ("put_item", "update_item", "delete_item", "transact_write_items", "get_item"):
     setattr(DynamoDBBackend, _name, _atomic(getattr(DynamoDBBackend, _name)))
 
 server.main(sys.argv[1:])
