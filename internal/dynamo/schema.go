@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -98,6 +99,27 @@ var Table = Schema{
 	},
 	StreamView:   types.StreamViewTypeNewImage,
 	TTLAttribute: AttrExpiresAt,
+}
+
+// WithoutLinks returns the schema with a due index that projects only
+// created_at and queue, not prev and seq: the index of a table created
+// before ordered groups, which template.yaml's DueIndexProjection keeps
+// because DynamoDB (and so CloudFormation) cannot change an index's
+// projection in place. The engine works on it unchanged: an index entry
+// without a link reads as a row with no predecessor, and the claim, which
+// returns the whole row, reveals the link, which is then checked with a
+// strongly consistent read of the predecessor (the row is released unsent
+// if it must wait), so order holds at the price of a claim.
+func (s Schema) WithoutLinks() Schema {
+	out := s
+	out.Indexes = make([]Index, len(s.Indexes))
+	for i, ix := range s.Indexes {
+		if ix.Name == DueIndex {
+			ix.NonKeyAttributes = slices.DeleteFunc(slices.Clone(ix.NonKeyAttributes), func(a string) bool { return a == AttrPrev || a == AttrSeq })
+		}
+		out.Indexes[i] = ix
+	}
+	return out
 }
 
 // CreateTableInput is the request that creates a table of this schema,

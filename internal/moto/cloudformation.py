@@ -12,6 +12,13 @@ property names (the APIs' own), so the deployed stack can be read back
 through the real APIs: DescribeAlarms, GetSchedule,
 GetFunctionEventInvokeConfig, GetQueueAttributes, GetFunction.
 
+moto also cannot update a stack whose table, log groups or the resources
+above change (it has no update for them, loses the resource, and the
+update fails on the first reference to it). A table is updated in place as
+CloudFormation updates it, refusing what CloudFormation refuses: a change
+to an existing global secondary index's key schema or projection. Log
+groups take their new retention in place; the types above are replaced.
+
 Only CloudFormation stacks use this; nothing else in moto changes.
 """
 import copy
@@ -93,6 +100,15 @@ class _OutflowAlarm(CloudFormationModel):
 
         cloudwatch_backends[account_id][region_name].delete_alarms([resource_name])
 
+    @classmethod
+    def update_from_cloudformation_json(
+        cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
+    ):
+        # Replaced under a new generated name, as CloudFormation replaces an
+        # alarm whose AlarmName it generates.
+        cls.delete_from_cloudformation_json(original_resource.alarm.name, cloudformation_json, account_id, region_name)
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+
     @property
     def physical_resource_id(self):
         return self.alarm.name
@@ -157,6 +173,17 @@ class _OutflowSchedule(CloudFormationModel):
             cloudformation_json["Properties"].get("GroupName"), resource_name
         )
 
+    @classmethod
+    def update_from_cloudformation_json(
+        cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
+    ):
+        from moto.scheduler.models import scheduler_backends
+
+        scheduler_backends[account_id][region_name].delete_schedule(
+            original_resource.schedule.group_name, original_resource.schedule.name
+        )
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+
     @property
     def physical_resource_id(self):
         return self.schedule.name
@@ -199,6 +226,13 @@ class _OutflowEventInvokeConfig(CloudFormationModel):
                 config[k] = int(p[k])
         lambda_backends[account_id][region_name].put_function_event_invoke_config(p["FunctionName"], config)
         return cls(p["FunctionName"])
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
+    ):
+        # PutFunctionEventInvokeConfig replaces the function's whole config.
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
 
     @property
     def physical_resource_id(self):
@@ -268,6 +302,67 @@ def _full_tables(create):
     return classmethod(created)
 
 
+def _bool(v):
+    """CloudFormation's Boolean from a template value: true, "true"."""
+    return str(v).lower() == "true"
+
+
+def _update_tables(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    """CloudFormation updates a table in place. It refuses to change an
+    existing global secondary index's key schema or projection ("Cannot
+    update GSI's properties other than Provisioned Throughput and
+    Contributor Insights Specification"): so does this, which is what makes
+    a stack deployed before ordered groups (due index without prev and seq)
+    fail to update unless DueIndexProjection keeps its index. Adding or
+    deleting an index, which CloudFormation does one per update, is not
+    done here and is refused as well. Deletion protection, TTL and point in
+    time recovery are applied as UpdateTable, UpdateTimeToLive and
+    UpdateContinuousBackups apply them."""
+    from moto.cloudformation.exceptions import ValidationError
+    from moto.dynamodb.models import dynamodb_backends
+
+    table = original_resource
+    p = cloudformation_json.get("Properties", {})
+    existing = {ix.name: ix for ix in table.global_indexes}
+    wanted = {ix["IndexName"]: ix for ix in p.get("GlobalSecondaryIndexes", [])}
+    if set(existing) != set(wanted):
+        raise ValidationError(
+            message=f"Table {table.name}: adding or deleting a global secondary index is not supported by this moto fix"
+        )
+
+    def projection(pr):
+        return (pr.get("ProjectionType"), sorted(pr.get("NonKeyAttributes") or []))
+
+    for name, ix in wanted.items():
+        old = existing[name]
+        if ix.get("KeySchema") != old.schema or projection(ix.get("Projection") or {}) != projection(old.projection or {}):
+            raise ValidationError(
+                message="Cannot update GSI's properties other than Provisioned Throughput and Contributor "
+                "Insights Specification. You can create a new GSI with a different name. (index " + name + ")"
+            )
+    backend = dynamodb_backends[account_id][region_name]
+    table.deletion_protection_enabled = _bool(p.get("DeletionProtectionEnabled", False))
+    ttl = p.get("TimeToLiveSpecification")
+    if ttl is not None:
+        backend.update_time_to_live(table.name, dict(ttl, Enabled=_bool(ttl.get("Enabled", False))))
+    pitr = p.get("PointInTimeRecoverySpecification")
+    if pitr is not None:
+        on = _bool(pitr.get("PointInTimeRecoveryEnabled", False))
+        backend.update_continuous_backups(table.name, dict(pitr, PointInTimeRecoveryEnabled=on))
+    return table
+
+
+def _update_log_groups(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    """A log group keeps its name (the template sets LogGroupName) and takes
+    its new retention, as PutRetentionPolicy sets it."""
+    from moto.logs.models import logs_backends
+
+    days = cloudformation_json.get("Properties", {}).get("RetentionInDays")
+    if days is not None:
+        logs_backends[account_id][region_name].put_retention_policy(original_resource.name, int(days))
+    return original_resource
+
+
 def _json_role_policies(create):
     """moto's CloudFormation keeps a role's inline policy documents as the
     parsed template's dicts, and GetRolePolicy then returns their Python
@@ -290,12 +385,15 @@ def _install_cloudformation_fixes():
     from moto.awslambda.models import LambdaFunction
     from moto.iam.models import Role
     from moto.dynamodb.models.table import Table
+    from moto.logs.models import LogGroup
     from moto.sqs.models import Queue
 
     Queue.create_from_cloudformation_json = _fifo_names(Queue.create_from_cloudformation_json)
     LambdaFunction.create_from_cloudformation_json = _full_functions(LambdaFunction.create_from_cloudformation_json)
     Table.create_from_cloudformation_json = _full_tables(Table.create_from_cloudformation_json)
     Role.create_from_cloudformation_json = _json_role_policies(Role.create_from_cloudformation_json)
+    Table.update_from_cloudformation_json = classmethod(_update_tables)
+    LogGroup.update_from_cloudformation_json = classmethod(_update_log_groups)
 
 
 _install_cloudformation_fixes()

@@ -75,8 +75,10 @@ func TestTemplate_EncryptedBusKeepsEventsItCannotEncrypt(t *testing.T) {
 					require.Equal(t, "GreaterThanThreshold", a.ComparisonOperator, watchers[0])
 					require.Zero(t, a.Threshold, watchers[0])
 					require.Equal(t, 1, a.EvaluationPeriods, watchers[0])
-					// SQS may stop publishing for an idle queue: empty.
-					require.Equal(t, "notBreaching", a.TreatMissingData, watchers[0])
+					// SQS stops publishing a queue's metrics 6 hours after
+					// its last API call, messages or not, and nothing
+					// polls this one: no data must not turn it OK.
+					require.Equal(t, "ignore", a.TreatMissingData, watchers[0])
 				}
 				for _, name := range tpl.OfType("AWS::SQS::QueuePolicy") {
 					require.NotEmpty(t, tc.key, "%s %s: a queue policy only for the bus's dead-letter queue", which, name)

@@ -99,6 +99,8 @@ type deployment struct {
 	values map[string]string
 	// wired records each setting checked against its parameter.
 	wired map[string]bool
+	// bucket holds the functions' code.
+	bucket string
 }
 
 // notInMoto are the resource types the moto server's CloudFormation skips
@@ -107,6 +109,10 @@ var notInMoto = map[string]string{
 	// The bus's dead-letter queue policy (KmsKeyArn only): bus_test.go
 	// checks the template's.
 	"AWS::SQS::QueuePolicy": "the queue policy is not deployed",
+	// KmsKeyPolicyAttached only orders the functions after the key's grant
+	// (moto ignores the type, as it creates nothing): kms_test.go checks
+	// the order on the template and the translation.
+	"AWS::CloudFormation::WaitConditionHandle": "the handle is not deployed",
 }
 
 // deploy creates the stack with deployParameters and waits until it is
@@ -121,46 +127,40 @@ func deploy(t *testing.T) *deployment {
 // deployWith is deploy with the given parameters.
 func deployWith(t *testing.T, parameters map[string]string) *deployment {
 	t.Helper()
-	ctx := context.Background()
-	d := &deployment{cfg: awstest.TestConfig(t), name: awstest.UniqueName("outflow-deploy"), tpl: translated(t, parameters), wired: map[string]bool{}}
-	require.NoError(t, json.Unmarshal(translatedRaw(t), &d.raw))
+	return deployTranslation(t, translatedRaw(t), parameters)
+}
 
-	bucket := awstest.UniqueName("outflow-code")
+// deployTranslation creates a stack from translation, a SAM translation
+// (template.yaml's, or an older template's), with the given parameters,
+// and waits until it is complete.
+func deployTranslation(t *testing.T, translation []byte, parameters map[string]string) *deployment {
+	t.Helper()
+	ctx := context.Background()
+	d := &deployment{cfg: awstest.TestConfig(t), name: awstest.UniqueName("outflow-deploy"), wired: map[string]bool{}}
+	d.bucket = awstest.UniqueName("outflow-code")
 	s3c := s3.NewFromConfig(d.cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	_, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	_, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(d.bucket)})
 	require.NoError(t, err)
+	body := d.use(t, translation, parameters)
 	var keys []string
-	for name, r := range asMap(d.raw["Resources"]) {
-		if asMap(r)["Type"] != "AWS::Lambda::Function" {
-			continue
-		}
-		code := asMap(asMap(asMap(r)["Properties"])["Code"])
-		require.NotEmpty(t, code["S3Key"], name)
-		code["S3Bucket"] = bucket
-		key := fmt.Sprint(code["S3Key"])
-		_, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(bootstrapZip(t))})
+	for _, key := range d.codeKeys() {
+		_, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(d.bucket), Key: aws.String(key), Body: bytes.NewReader(bootstrapZip(t))})
 		require.NoError(t, err)
 		keys = append(keys, key)
 	}
 	require.Len(t, keys, 2, "both functions' code")
 	t.Cleanup(func() {
 		for _, k := range keys {
-			_, _ = s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+			_, _ = s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(d.bucket), Key: aws.String(k)})
 		}
-		_, _ = s3c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
+		_, _ = s3c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(d.bucket)})
 	})
 
-	body, err := json.Marshal(d.raw)
-	require.NoError(t, err)
-	var params []cftypes.Parameter
-	for k, v := range parameters {
-		params = append(params, cftypes.Parameter{ParameterKey: aws.String(k), ParameterValue: aws.String(v)})
-	}
 	cf := cloudformation.NewFromConfig(d.cfg)
 	_, err = cf.CreateStack(ctx, &cloudformation.CreateStackInput{
 		StackName:    aws.String(d.name),
-		TemplateBody: aws.String(string(body)),
-		Parameters:   params,
+		TemplateBody: aws.String(body),
+		Parameters:   cfParameters(parameters),
 		// What sam deploy passes: the roles have generated names.
 		Capabilities: []cftypes.Capability{cftypes.CapabilityCapabilityIam},
 	})
@@ -172,8 +172,80 @@ func deployWith(t *testing.T, parameters map[string]string) *deployment {
 	if err := waiter.Wait(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(d.name)}, 2*time.Minute); err != nil {
 		require.NoError(t, err, "stack %s: %s", d.name, failures(ctx, cf, d.name))
 	}
+	d.readBack(t)
+	return d
+}
 
-	res, err := cf.DescribeStackResources(ctx, &cloudformation.DescribeStackResourcesInput{StackName: aws.String(d.name)})
+// use makes translation, resolved with parameters, the template the
+// deployment is compared against, points each function's code at the
+// deployment's bucket, and returns the template body to send.
+func (d *deployment) use(t *testing.T, translation []byte, parameters map[string]string) string {
+	t.Helper()
+	tpl, err := stack.Parse(translation, parameters)
+	require.NoError(t, err)
+	d.tpl, d.raw = tpl, nil
+	require.NoError(t, json.Unmarshal(translation, &d.raw))
+	for name := range d.codeKeys() {
+		asMap(asMap(asMap(asMap(d.raw["Resources"])[name])["Properties"])["Code"])["S3Bucket"] = d.bucket
+	}
+	body, err := json.Marshal(d.raw)
+	require.NoError(t, err)
+	return string(body)
+}
+
+// codeKeys are the S3 keys of the functions' code in the translation, by
+// logical ID: the translation's placeholder locations.
+func (d *deployment) codeKeys() map[string]string {
+	keys := map[string]string{}
+	for name, r := range asMap(d.raw["Resources"]) {
+		if asMap(r)["Type"] == "AWS::Lambda::Function" {
+			keys[name] = fmt.Sprint(asMap(asMap(asMap(r)["Properties"])["Code"])["S3Key"])
+		}
+	}
+	return keys
+}
+
+func cfParameters(parameters map[string]string) []cftypes.Parameter {
+	var params []cftypes.Parameter
+	for k, v := range parameters {
+		params = append(params, cftypes.Parameter{ParameterKey: aws.String(k), ParameterValue: aws.String(v)})
+	}
+	return params
+}
+
+// update updates the stack to translation with the given parameters and
+// waits until the update is complete; an update CloudFormation refuses is
+// returned as the error, with each failed resource's reason.
+func (d *deployment) update(t *testing.T, translation []byte, parameters map[string]string) error {
+	t.Helper()
+	ctx := context.Background()
+	body := d.use(t, translation, parameters)
+	cf := cloudformation.NewFromConfig(d.cfg)
+	_, err := cf.UpdateStack(ctx, &cloudformation.UpdateStackInput{
+		StackName:    aws.String(d.name),
+		TemplateBody: aws.String(body),
+		Parameters:   cfParameters(parameters),
+		Capabilities: []cftypes.Capability{cftypes.CapabilityCapabilityIam},
+	})
+	if err != nil {
+		return fmt.Errorf("update stack %s: %w", d.name, err)
+	}
+	waiter := cloudformation.NewStackUpdateCompleteWaiter(cf, func(o *cloudformation.StackUpdateCompleteWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 200*time.Millisecond, 2*time.Second
+	})
+	if err := waiter.Wait(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(d.name)}, 2*time.Minute); err != nil {
+		return fmt.Errorf("stack %s: %w: %s", d.name, err, failures(ctx, cf, d.name))
+	}
+	d.readBack(t)
+	return nil
+}
+
+// readBack reads the stack's resources: their physical IDs, every one of
+// the template's deployed, and the values its placeholders stand for.
+func (d *deployment) readBack(t *testing.T) {
+	t.Helper()
+	cf := cloudformation.NewFromConfig(d.cfg)
+	res, err := cf.DescribeStackResources(context.Background(), &cloudformation.DescribeStackResourcesInput{StackName: aws.String(d.name)})
 	require.NoError(t, err)
 	d.ids = map[string]string{}
 	for _, r := range res.StackResources {
@@ -188,7 +260,6 @@ func deployWith(t *testing.T, parameters map[string]string) *deployment {
 	}
 	require.Empty(t, missing, "every resource of the translation is deployed")
 	d.values = d.attributes(t)
-	return d
 }
 
 // busIDs fills in the physical ID (the name, which Ref returns) of each
@@ -347,14 +418,16 @@ func TestDeployedStack_IsWhatTheTemplateSays(t *testing.T) {
 
 // TestDeployedStack_WithAKeyHasTheBusDeadLetterQueueAndItsAlarm creates
 // the stack with KmsKeyArn: it deploys, and the bus's dead-letter queue
-// (SSE-SQS, 14 days), its alarm on the deployed queue's name and the
-// dashboard listing that alarm are as the template says. The moto
-// server's CloudFormation creates a bus from its name alone (no
-// KmsKeyIdentifier, no DeadLetterConfig) and skips the queue policy, so
-// those are checked on the template only (bus_test.go).
+// (SSE-SQS, 14 days), its alarm on the deployed queue's name (missing data
+// ignored) and the dashboard listing that alarm are as the template says,
+// and the queue outlives the stack. The moto server's CloudFormation
+// creates a bus from its name alone (no KmsKeyIdentifier, no
+// DeadLetterConfig) and skips the queue policy, so those are checked on
+// the template only (bus_test.go). The table is deployed here without
+// deletion protection, the other value of TableDeletionProtection.
 func TestDeployedStack_WithAKeyHasTheBusDeadLetterQueueAndItsAlarm(t *testing.T) {
 	t.Parallel()
-	parameters := map[string]string{"KmsKeyArn": testKey}
+	parameters := map[string]string{"KmsKeyArn": testKey, "TableDeletionProtection": "false"}
 	for k, v := range deployParameters {
 		parameters[k] = v
 	}
@@ -362,7 +435,10 @@ func TestDeployedStack_WithAKeyHasTheBusDeadLetterQueueAndItsAlarm(t *testing.T)
 	require.Contains(t, d.tpl.Resources, "DomainBusDLQ")
 	require.Contains(t, d.tpl.Resources, "DomainBusDeadLettersAlarm")
 	require.NotEmpty(t, d.ids["DomainBusDLQ"], "the bus's dead-letter queue is deployed")
+	t.Run("table", d.checkTable)
 	t.Run("queues", d.checkQueues)
 	t.Run("alarms", d.checkAlarms)
 	t.Run("dashboard", d.checkDashboard)
+	// Last: it deletes the stack.
+	t.Run("deleting the stack keeps the table and the bus's dead letters", d.checkRetain)
 }

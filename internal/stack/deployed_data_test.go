@@ -35,9 +35,24 @@ func queueAttributes(t *testing.T, client *sqs.Client, url string) map[string]st
 	return out.Attributes
 }
 
+// schema is the Go schema the deployed table must match: dynamo.Table, or
+// its due index without links when DueIndexProjection keeps the index of
+// a stack deployed before ordered groups.
+func (d *deployment) schema(t *testing.T) dynamo.Schema {
+	t.Helper()
+	p, ok := d.tpl.Parameters["DueIndexProjection"]
+	require.True(t, ok, "the template has DueIndexProjection")
+	if p.Value == "created_at,queue" {
+		return dynamo.Table.WithoutLinks()
+	}
+	require.Equal(t, "created_at,queue,prev,seq", p.Value)
+	return dynamo.Table
+}
+
 // checkTable reads the deployed table: keys, indexes and stream against the
-// Go schema (dynamo.Table, the one schema value), billing, encryption, TTL
-// and point in time recovery against the translation.
+// Go schema (dynamo.Table, the one schema value), billing, encryption,
+// deletion protection, TTL and point in time recovery against the
+// translation.
 func (d *deployment) checkTable(t *testing.T) {
 	ctx := context.Background()
 	ddb := awstest.DynamoDB(t)
@@ -50,7 +65,7 @@ func (d *deployment) checkTable(t *testing.T) {
 	out, err := ddb.DescribeTable(ctx, describeTable(name))
 	require.NoError(t, err)
 	got := out.Table
-	want := dynamo.Table.CreateTableInput(name)
+	want := d.schema(t).CreateTableInput(name)
 	require.Equal(t, want.KeySchema, got.KeySchema)
 	require.ElementsMatch(t, want.AttributeDefinitions, got.AttributeDefinitions)
 	require.Len(t, got.GlobalSecondaryIndexes, len(want.GlobalSecondaryIndexes))
@@ -76,6 +91,7 @@ func (d *deployment) checkTable(t *testing.T) {
 	require.True(t, tb.SSESpecification.SSEEnabled, "the template encrypts the table")
 	require.NotNil(t, got.SSEDescription, "encrypted at rest")
 	require.Equal(t, types.SSEStatusEnabled, got.SSEDescription.Status)
+	require.Equal(t, tb.DeletionProtectionEnabled, aws.ToBool(got.DeletionProtectionEnabled), "deletion protection as TableDeletionProtection says")
 
 	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	require.NoError(t, err)
@@ -122,28 +138,36 @@ func (d *deployment) checkQueues(t *testing.T) {
 	}
 }
 
-// checkRetain deletes the stack: a table with DeletionPolicy and
-// UpdateReplacePolicy Retain survives it, the queues, topic and bus (not retained) go.
+// checkRetain deletes the stack: what has DeletionPolicy and
+// UpdateReplacePolicy Retain survives it (the table, and with KmsKeyArn
+// the bus's dead-letter queue, the only copy of the events it holds), the
+// other queues, the topic and the bus go.
 func (d *deployment) checkRetain(t *testing.T) {
 	ctx := context.Background()
 	var tables []string
+	retained := map[string]bool{}
 	for name, r := range asMap(d.raw["Resources"]) {
 		res := asMap(r)
+		if res["DeletionPolicy"] == "Retain" {
+			require.Equal(t, "Retain", res["UpdateReplacePolicy"], "%s: a replacement keeps the old resource too", name)
+			retained[name] = true
+		}
 		if res["Type"] != "AWS::DynamoDB::Table" {
 			continue
 		}
-		require.Equal(t, "Retain", res["DeletionPolicy"], name)
-		require.Equal(t, "Retain", res["UpdateReplacePolicy"], "%s: a replacement keeps the old table and its rows", name)
+		require.True(t, retained[name], "%s: a replacement keeps the old table and its rows", name)
 		tables = append(tables, d.ids[name])
 	}
 	require.NotEmpty(t, tables)
+	require.True(t, retained["DomainBusDLQ"], "the bus's dead-letter queue (with KmsKeyArn) is retained")
 	ddb := awstest.DynamoDB(t)
 	t.Cleanup(func() {
 		for _, name := range tables {
+			// Deletion protection (TableDeletionProtection) first.
+			_, _ = ddb.UpdateTable(context.Background(), &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(false)})
 			_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 		}
 	})
-
 	cf := cloudformation.NewFromConfig(d.cfg)
 	_, err := cf.DeleteStack(ctx, &cloudformation.DeleteStackInput{StackName: aws.String(d.name)})
 	require.NoError(t, err)
@@ -158,8 +182,14 @@ func (d *deployment) checkRetain(t *testing.T) {
 	}
 	queues, err := d.tpl.Queues()
 	require.NoError(t, err)
+	sqsc := awstest.SQS(t)
 	for name := range queues {
-		_, err := awstest.SQS(t).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.ids[name])})
+		_, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.ids[name])})
+		if retained[name] {
+			require.NoError(t, err, "%s survives its stack", name)
+			_, _ = sqsc.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(d.ids[name])})
+			continue
+		}
 		require.Error(t, err, "%s is deleted with its stack", name)
 	}
 	for _, name := range d.tpl.OfType("AWS::SNS::Topic") {

@@ -29,6 +29,8 @@ func TestTranslation_HasNoFixedPhysicalNames(t *testing.T) {
 		"AWS::SQS::QueuePolicy": "",
 		// An inline policy: its PolicyName is scoped to the stack's own roles.
 		"AWS::IAM::Policy": "",
+		// KmsKeyPolicyAttached only orders the functions; it has no name.
+		"AWS::CloudFormation::WaitConditionHandle": "",
 	}
 	// Each type's name length limit (a schedule's Name and a bus's differ).
 	limit := map[string]int{

@@ -29,6 +29,10 @@ type Table struct {
 		Enabled       bool
 	}
 	PointInTimeRecoverySpecification struct{ PointInTimeRecoveryEnabled bool }
+	// DeletionProtectionEnabled is TableDeletionProtection. CreateTableInput
+	// leaves it out: the tables it makes serve make run and tests, and are
+	// deleted at will.
+	DeletionProtectionEnabled bool
 }
 
 // Table decodes the table resource with the given logical name.
