@@ -39,12 +39,15 @@ func (h hold) covers(ref DueRef, now time.Time) bool {
 // kept until they end.
 func (h hold) forLag() bool { return h.movedOn || !h.row.IsZero() }
 
-// holds is a run's holds by key. A map under a lock rather than a
+// holds is a run's holds by key. Maps under a lock rather than a
 // sync.Map: a sweep keeps thousands at once, and each is then a map slot,
-// not a boxed value behind a node.
+// not a boxed value behind a node. The holds of rows that moved on, most
+// of them, are kept apart in two words and a page.
 type holds struct {
 	mu sync.Mutex
 	m  map[string]heldAt
+	// moved holds the rows that moved on (see settledHold), by key.
+	moved map[string]movedAt
 }
 
 // heldAt is a hold and the run's page when it was made (see ages).
@@ -53,9 +56,24 @@ type heldAt struct {
 	page int64
 }
 
+// movedAt is settledHold(row) and the run's page when it was made.
+type movedAt struct {
+	row  time.Time
+	page int64
+}
+
 func (hs *holds) store(key string, h heldAt) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
+	if h.movedOn && h.until == forever {
+		delete(hs.m, key)
+		if hs.moved == nil {
+			hs.moved = map[string]movedAt{}
+		}
+		hs.moved[key] = movedAt{row: h.row, page: h.page}
+		return
+	}
+	delete(hs.moved, key)
 	if hs.m == nil {
 		hs.m = map[string]heldAt{}
 	}
@@ -65,6 +83,9 @@ func (hs *holds) store(key string, h heldAt) {
 func (hs *holds) load(key string) (heldAt, bool) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
+	if m, ok := hs.moved[key]; ok {
+		return heldAt{hold: settledHold(m.row), page: m.page}, true
+	}
 	h, ok := hs.m[key]
 	return h, ok
 }
@@ -74,6 +95,7 @@ func (hs *holds) Delete(key string) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	delete(hs.m, key)
+	delete(hs.moved, key)
 }
 
 // dropAged drops key's hold if it is for a lagging index and was made by
@@ -81,12 +103,16 @@ func (hs *holds) Delete(key string) {
 func (hs *holds) dropAged(key string, page int64) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
+	if m, ok := hs.moved[key]; ok && m.page <= page {
+		delete(hs.moved, key)
+	}
 	if h, ok := hs.m[key]; ok && h.forLag() && h.page <= page {
 		delete(hs.m, key)
 	}
 }
 
 // dropEnded drops the holds that have ended by now: they cover nothing.
+// A row that moved on is held for ever.
 func (hs *holds) dropEnded(now time.Time) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -97,7 +123,7 @@ func (hs *holds) dropEnded(now time.Time) {
 func (hs *holds) len() int {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	return len(hs.m)
+	return len(hs.m) + len(hs.moved)
 }
 
 // holdRow holds key as h says.
