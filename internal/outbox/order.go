@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -234,8 +235,9 @@ func (o *order) release(key string) (parked bool) {
 // forgotten: the row was the one successor that could ask for it (see
 // lets; a row of unknown place that names it is checked with a read). It
 // reports whether s is to age with the run's pages (see ages): it is
-// remembered, and no successor was parked behind the row. A parked one
-// goes in the next round, after more pages, and forgets s when it settles.
+// remembered, and no row parked behind it is its successor (see lets). A
+// parked successor goes in the next round, after more pages, and forgets
+// s when it settles.
 func (o *order) settle(row Row, s settledRow, leads bool) (aging bool) {
 	o.links.Delete(row.Key) // settled and held: not checked again
 	o.mu.Lock()
@@ -253,7 +255,7 @@ func (o *order) settle(row Row, s settledRow, leads bool) (aging bool) {
 	if leads {
 		o.settled[row.Key] = s
 	}
-	return leads && len(behind) == 0
+	return leads && !slices.ContainsFunc(behind, func(ref DueRef) bool { return s.lets(ref.Seq) })
 }
 
 // forget drops the run's memory of key as settled, if it was settled by
