@@ -261,3 +261,55 @@ func TestSweep_KeepsPerRowStateForItsRecentPagesNotForEveryRowItSettled(t *testi
 	end := r.kept()
 	require.LessOrEqual(t, end.held+end.settled+end.links, 3*bound, "what the run kept at its end: %+v", end)
 }
+
+// A settled predecessor is remembered for its successor alone: the
+// successor's settle forgets it, and a row in no ordered group is never
+// remembered.
+func TestOrder_RemembersASettledRowOnlyUntilItsSuccessorSettles(t *testing.T) {
+	t.Parallel()
+	o := newOrder()
+	a := Row{Key: "a", Seq: 1}
+	b := Row{Key: "b", Seq: 2, Prev: "a"}
+	plain := Row{Key: "plain"}
+	for _, r := range []Row{a, b, plain} {
+		o.hold(DueRef{Key: r.Key, Prev: r.Prev, Seq: r.Seq, Linked: true})
+	}
+
+	require.True(t, o.settle(a, settledRow{seq: 1}, true), "no successor parked: a ages with the pages")
+	parked, settled := o.park(DueRef{Key: "b", Prev: "a", Seq: 2, Linked: true}, false)
+	require.False(t, parked)
+	require.True(t, settled, "b goes behind a without a read")
+
+	o.settle(b, settledRow{seq: 2}, true)
+	require.NotContains(t, o.settled, "a", "a's one successor is settled")
+	require.Contains(t, o.settled, "b", "b's successor may still come")
+
+	require.False(t, o.settle(plain, settledRow{}, false))
+	require.NotContains(t, o.settled, "plain")
+}
+
+// A hold that only spares a refused claim of a lagging index entry goes
+// once the run has queried keep more pages; a hold for another worker's
+// lease stays until the lease ends.
+func TestRun_DropsAHoldForALaggingIndexAfterItsPages(t *testing.T) {
+	t.Parallel()
+	e, err := New(newBacklog(0, 1), &groupSink{}, DefaultPolicy())
+	require.NoError(t, err)
+	r := e.newRun(context.Background(), 0)
+	r.ages.keep = 2
+	now := backlogEpoch
+	r.holdRow("settled", settledHold(now))
+	r.holdRow("leased", hold{until: now.Add(time.Minute)})
+
+	r.paged()
+	_, ok := r.heldFor(DueRef{Key: "settled", CreatedAt: now}, now)
+	require.True(t, ok, "one page on, a lagging index may still return it")
+	r.paged()
+	_, ok = r.heldFor(DueRef{Key: "settled", CreatedAt: now}, now)
+	require.False(t, ok, "two pages on, it is dropped")
+	_, ok = r.heldFor(DueRef{Key: "leased"}, now)
+	require.True(t, ok, "the live index returns a leased row in every pass")
+
+	r.held.dropEnded(now.Add(time.Minute))
+	require.Zero(t, r.held.len(), "the lease has ended")
+}
