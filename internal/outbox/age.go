@@ -50,10 +50,14 @@ const (
 // entry carries the page it was made at, so dropping it spares one made
 // since, which has an aged of its own.
 type aged struct {
-	key  string
-	page int64
-	kind agedKind
+	key string
+	// at is the page the entry was made at, times four, plus its kind:
+	// two words an entry, as a sweep keeps thousands.
+	at int64
 }
+
+func (a aged) page() int64    { return a.at >> 2 }
+func (a aged) kind() agedKind { return agedKind(a.at & 3) }
 
 // page is the run's pages so far, the stamp of an entry made now.
 func (r *run) page() int64 { return r.ages.pages.Load() }
@@ -67,7 +71,7 @@ func (r *run) age(key string, kind agedKind) {
 	}
 	r.ages.mu.Lock()
 	defer r.ages.mu.Unlock()
-	r.ages.queue = append(r.ages.queue, aged{key: key, page: r.page(), kind: kind})
+	r.ages.queue = append(r.ages.queue, aged{key: key, at: r.page()<<2 | int64(kind)})
 }
 
 // paged counts a page of rows handed on and drops the entries it outlives.
@@ -80,12 +84,12 @@ func (r *run) paged() {
 	defer r.ages.mu.Unlock()
 	q := r.ages.queue
 	h := r.ages.head
-	for ; h < len(q) && q[h].page+r.ages.keep <= pages; h++ {
-		switch a := q[h]; a.kind {
+	for ; h < len(q) && q[h].page()+r.ages.keep <= pages; h++ {
+		switch a := q[h]; a.kind() {
 		case agedHold:
-			r.held.dropAged(a.key, a.page)
+			r.held.dropAged(a.key, a.page())
 		case agedSettled:
-			r.order.forget(a.key, a.page)
+			r.order.forget(a.key, a.page())
 		case agedLink:
 			r.order.links.Delete(a.key)
 		}

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"maps"
+	"math"
 	"sync"
 	"time"
 )
@@ -42,7 +43,7 @@ func (h hold) forLag() bool { return h.movedOn || !h.row.IsZero() }
 // holds is a run's holds by key. Maps under a lock rather than a
 // sync.Map: a sweep keeps thousands at once, and each is then a map slot,
 // not a boxed value behind a node. The holds of rows that moved on, most
-// of them, are kept apart in two words and a page.
+// of them, are kept apart in two words each.
 type holds struct {
 	mu sync.Mutex
 	m  map[string]heldAt
@@ -56,21 +57,46 @@ type heldAt struct {
 	page int64
 }
 
-// movedAt is settledHold(row) and the run's page when it was made.
+// movedAt is settledHold(row) and the run's page when it was made, in two
+// words: row as Unix nanoseconds, noRow for none.
 type movedAt struct {
-	row  time.Time
+	row  int64
 	page int64
+}
+
+// noRow is movedAt.row for a hold on no row in particular.
+const noRow = math.MinInt64
+
+// moved returns h as a movedAt, if it is a settledHold whose row fits in
+// Unix nanoseconds exactly.
+func (h heldAt) moved() (movedAt, bool) {
+	if !h.movedOn || h.until != forever {
+		return movedAt{}, false
+	}
+	if h.row.IsZero() {
+		return movedAt{row: noRow, page: h.page}, true
+	}
+	ns := h.row.UnixNano()
+	return movedAt{row: ns, page: h.page}, ns != noRow && time.Unix(0, ns).Equal(h.row)
+}
+
+// hold is the settledHold m stands for.
+func (m movedAt) hold() hold {
+	if m.row == noRow {
+		return settledHold(time.Time{})
+	}
+	return settledHold(time.Unix(0, m.row))
 }
 
 func (hs *holds) store(key string, h heldAt) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	if h.movedOn && h.until == forever {
+	if m, ok := h.moved(); ok {
 		delete(hs.m, key)
 		if hs.moved == nil {
 			hs.moved = map[string]movedAt{}
 		}
-		hs.moved[key] = movedAt{row: h.row, page: h.page}
+		hs.moved[key] = m
 		return
 	}
 	delete(hs.moved, key)
@@ -84,7 +110,7 @@ func (hs *holds) load(key string) (heldAt, bool) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if m, ok := hs.moved[key]; ok {
-		return heldAt{hold: settledHold(m.row), page: m.page}, true
+		return heldAt{hold: m.hold(), page: m.page}, true
 	}
 	h, ok := hs.m[key]
 	return h, ok
