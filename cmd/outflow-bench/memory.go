@@ -52,7 +52,7 @@ func init() {
 // reports the run of median peak heap. A peak is the most the heap held
 // between two collections, so one run's moves by a few MB with when the
 // collector happened to run, most in the shortest sweep.
-const memoryRuns = 3
+const memoryRuns = 5
 
 // measureMemory sweeps each of memorySizes memoryRuns times, each in a
 // fresh process of this binary (-memory), so one run's heap does not carry
