@@ -187,7 +187,7 @@ func renderCapacity(rep capacity.Report, out string) string {
 	w("")
 	w("`Shards` is the smallest count that holds the rate. Where it is below the template's default, 4, keep 4 (shards never shrink, and more shards cost nothing while idle), with the other settings the rules below give for 4 shards.")
 	w("")
-	w("Memory is the template's default (`SweepMemoryMB`, `WakeMemoryMB`): the simulation does not measure memory; [benchmarks.md](benchmarks.md) measures a sweep's peak RSS over a backlog. A `RowBudget` above the default holds more claimed keys per sweep, a few MB per 10,000.")
+	w("Memory is the template's default (`SweepMemoryMB`, `WakeMemoryMB`): the simulation does not measure memory; [benchmarks.md](benchmarks.md) measures a sweep's peak RSS over a backlog. A `RowBudget` above the default does not add to it: a sweep keeps what it learned of a row for its recent pages only (benchmarks.md, \"Memory over a backlog\").")
 	w("")
 	w("### The rules behind it")
 	w("")

@@ -88,9 +88,17 @@ func (e *Engine) SweepPartitions(ctx context.Context, until time.Time, ps ...Par
 	if !until.IsZero() {
 		r.claimStop = until.Add(-e.policy.DeadlineMargin)
 	}
-	source := r.queryShards(slices.Compact(shards))
+	return r.sweep(ctx, slices.Compact(shards))
+}
+
+// sweep runs passes over shards until nothing more is claimed, the budget
+// is spent or the run must stop.
+func (r *run) sweep(ctx context.Context, shards []int) (Result, error) {
+	r.ages.keep = keepRounds * int64(len(shards))
+	source := r.queryShards(shards)
 	for {
 		before := r.t.claimed.Load()
+		r.held.dropEnded(r.now())
 		r.pass(ctx, source)
 		r.recheck(ctx)
 		r.nextInGroups(ctx)

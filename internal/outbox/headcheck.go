@@ -56,6 +56,7 @@ func (r *run) headCheck(ctx context.Context, ref *DueRef) gate {
 		}
 		ref.Prev, ref.Seq, ref.Linked = l.Prev, l.Seq, true
 		r.order.links.Store(ref.Key, DueRef{Prev: l.Prev, Seq: l.Seq}) // they never change
+		r.age(ref.Key, agedLink)
 		r.order.learn(ref.Key, l.Seq)
 	}
 	// A row that names its own key was staged again after that key's row
@@ -205,13 +206,26 @@ func (r *run) headAfterClaim(ctx context.Context, row Row, listed bool) bool {
 // row no longer holds its group (delivered, or dead under skip: dead). A
 // dead letter that holds rows parked behind it blocks their group.
 func (r *run) settledFor(row Row, ok, dead bool) {
-	var as *settledRow
 	if ok {
-		as = &settledRow{seq: row.Seq, dead: dead}
+		s := settledRow{seq: row.Seq, dead: dead, page: r.page()}
+		if r.order.settle(row, s, r.mayLead(row)) {
+			r.age(row.Key, agedSettled)
+		}
+		return
 	}
-	if behind := r.order.release(row.Key, as); behind && dead && !ok {
+	if behind := r.order.release(row.Key); behind && dead {
 		r.order.noteBlocked(row.Key, r.now())
 	}
+}
+
+// mayLead reports whether a successor may name row as its predecessor: it
+// has a place in an ordered group, or is on a route listed as ordered (a
+// producer in another language may leave a group's first row without a
+// place). Another row (no place, unlisted route) is in no ordered group:
+// the run need not remember it as settled.
+func (r *run) mayLead(row Row) bool {
+	_, listed := r.headPolicy(row.Queue)
+	return row.Seq > 0 || row.Prev != "" || listed
 }
 
 // deadLink is the link of row as a dead letter whose last attempt ended
@@ -285,7 +299,12 @@ func (r *run) emit(refs []DueRef) func(context.Context, chan<- DueRef) {
 		for _, ref := range refs {
 			r.order.hold(ref)
 		}
-		for _, ref := range refs {
+		for i, ref := range refs {
+			// A round hands on rows as a query does: they count as pages
+			// (see ages).
+			if i%r.policy.PageSize == 0 {
+				r.paged()
+			}
 			select {
 			case out <- ref:
 			case <-ctx.Done():

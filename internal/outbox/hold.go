@@ -1,6 +1,11 @@
 package outbox
 
-import "time"
+import (
+	"maps"
+	"math"
+	"sync"
+	"time"
+)
 
 // hold is a run's reason to leave a row alone until a time: another
 // worker's lease, the wake's grace, a predecessor it waits for, or the
@@ -24,17 +29,144 @@ func (h hold) covers(ref DueRef, now time.Time) bool {
 	return now.Before(h.until) && (h.row.IsZero() || ref.CreatedAt.IsZero() || ref.CreatedAt.Equal(h.row))
 }
 
+// forLag reports whether h only spares the run a refused claim of a due
+// index entry that lags: the row has moved on (settled, by this run or
+// another worker, or gone), or this run retried it (h names the row and
+// ends when it is due again, and until then only a stale entry of it can
+// be returned). The run keeps such a hold for the pages a lagging index
+// may still return the entry in (see ages), not for the run. Other holds
+// (another worker's lease, the wake's grace, a row left to wait for its
+// group's head) cover rows the live index returns in every pass: they are
+// kept until they end.
+func (h hold) forLag() bool { return h.movedOn || !h.row.IsZero() }
+
+// holds is a run's holds by key. Maps under a lock rather than a
+// sync.Map: a sweep keeps thousands at once, and each is then a map slot,
+// not a boxed value behind a node. The holds of rows that moved on, most
+// of them, are kept apart in two words each.
+type holds struct {
+	mu sync.Mutex
+	m  map[string]heldAt
+	// moved holds the rows that moved on (see settledHold), by key.
+	moved map[string]movedAt
+}
+
+// heldAt is a hold and the run's page when it was made (see ages).
+type heldAt struct {
+	hold
+	page int64
+}
+
+// movedAt is settledHold(row) and the run's page when it was made, in two
+// words: row as Unix nanoseconds, noRow for none.
+type movedAt struct {
+	row  int64
+	page int64
+}
+
+// noRow is movedAt.row for a hold on no row in particular.
+const noRow = math.MinInt64
+
+// moved returns h as a movedAt, if it is a settledHold whose row fits in
+// Unix nanoseconds exactly.
+func (h heldAt) moved() (movedAt, bool) {
+	if !h.movedOn || h.until != forever {
+		return movedAt{}, false
+	}
+	if h.row.IsZero() {
+		return movedAt{row: noRow, page: h.page}, true
+	}
+	ns := h.row.UnixNano()
+	return movedAt{row: ns, page: h.page}, ns != noRow && time.Unix(0, ns).Equal(h.row)
+}
+
+// hold is the settledHold m stands for.
+func (m movedAt) hold() hold {
+	if m.row == noRow {
+		return settledHold(time.Time{})
+	}
+	return settledHold(time.Unix(0, m.row))
+}
+
+func (hs *holds) store(key string, h heldAt) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if m, ok := h.moved(); ok {
+		delete(hs.m, key)
+		if hs.moved == nil {
+			hs.moved = map[string]movedAt{}
+		}
+		hs.moved[key] = m
+		return
+	}
+	delete(hs.moved, key)
+	if hs.m == nil {
+		hs.m = map[string]heldAt{}
+	}
+	hs.m[key] = h
+}
+
+func (hs *holds) load(key string) (heldAt, bool) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if m, ok := hs.moved[key]; ok {
+		return heldAt{hold: m.hold(), page: m.page}, true
+	}
+	h, ok := hs.m[key]
+	return h, ok
+}
+
+// Delete drops key's hold.
+func (hs *holds) Delete(key string) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	delete(hs.m, key)
+	delete(hs.moved, key)
+}
+
+// dropAged drops key's hold if it is for a lagging index and was made by
+// page: a later one is dropped by its own aged.
+func (hs *holds) dropAged(key string, page int64) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if m, ok := hs.moved[key]; ok && m.page <= page {
+		delete(hs.moved, key)
+	}
+	if h, ok := hs.m[key]; ok && h.forLag() && h.page <= page {
+		delete(hs.m, key)
+	}
+}
+
+// dropEnded drops the holds that have ended by now: they cover nothing.
+// A row that moved on is held for ever.
+func (hs *holds) dropEnded(now time.Time) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	maps.DeleteFunc(hs.m, func(_ string, h heldAt) bool { return !now.Before(h.until) })
+}
+
+// len counts the holds.
+func (hs *holds) len() int {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return len(hs.m) + len(hs.moved)
+}
+
 // holdRow holds key as h says.
-func (r *run) holdRow(key string, h hold) { r.held.Store(key, h) }
+func (r *run) holdRow(key string, h hold) {
+	r.held.store(key, heldAt{hold: h, page: r.page()})
+	if h.forLag() {
+		r.age(key, agedHold)
+	}
+}
 
 // heldFor returns the run's hold on ref, if one covers it at now.
 func (r *run) heldFor(ref DueRef, now time.Time) (hold, bool) {
-	v, ok := r.held.Load(ref.Key)
+	h, ok := r.held.load(ref.Key)
 	if !ok {
 		return hold{}, false
 	}
-	h := v.(hold)
-	return h, h.covers(ref, now)
+	return h.hold, h.covers(ref, now)
 }
 
 // settledHold is the hold on a row this run settled, or found gone,

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -25,7 +26,10 @@ type order struct {
 	// settled holds the rows this run settled for their groups, by key:
 	// their place, so a key staged again is not taken for them, and
 	// whether they are dead letters (under skip), whose successors are
-	// checked under their own route's policy.
+	// checked under their own route's policy. Only a row a successor may
+	// name has one (see settle), and only until that successor is settled
+	// or the run's pages have moved on (see ages): without it, the
+	// successor's check reads the predecessor instead.
 	settled map[string]settledRow
 	// ready holds parked rows whose predecessor settled, for the next round.
 	ready []DueRef
@@ -34,7 +38,8 @@ type order struct {
 	oldestBlocked time.Time
 	blocked       map[string]bool
 	// links caches each row's predecessor and place as read, for later
-	// passes.
+	// pages and passes, until the row is settled or the run's pages have
+	// moved on (see ages).
 	links sync.Map // key -> DueRef
 }
 
@@ -42,6 +47,8 @@ type order struct {
 type settledRow struct {
 	seq  int64
 	dead bool
+	// page is the run's page when it settled (see ages).
+	page int64
 }
 
 // lets reports whether a row of place seq may go behind this settled
@@ -196,12 +203,11 @@ func (o *order) parkOrReady(ref DueRef) bool {
 	return true
 }
 
-// release ends this run's hold on key. When the row is settled for its
-// group (as: done, or dead under skip) the rows parked behind it are ready
-// for the next round. Otherwise (as nil) they, and the rows parked behind
-// them, are dropped, for a later sweep to find. It reports whether any
-// row was parked behind key.
-func (o *order) release(key string, as *settledRow) (parked bool) {
+// release ends this run's hold on key, a row not settled for its group:
+// the rows parked behind it, and the rows parked behind them, are dropped,
+// for a later sweep to find. It reports whether any row was parked behind
+// key.
+func (o *order) release(key string) (parked bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.mine[key]; !ok {
@@ -211,11 +217,6 @@ func (o *order) release(key string, as *settledRow) (parked bool) {
 	behind := o.parked[key]
 	delete(o.parked, key)
 	parked = len(behind) > 0
-	if as != nil {
-		o.settled[key] = *as
-		o.ready = append(o.ready, behind...)
-		return parked
-	}
 	for len(behind) > 0 {
 		ref := behind[0]
 		behind = append(behind[1:], o.parked[ref.Key]...)
@@ -225,6 +226,46 @@ func (o *order) release(key string, as *settledRow) (parked bool) {
 		o.left[ref.Key] = true
 	}
 	return parked
+}
+
+// settle ends this run's hold on row, settled for its group as s says
+// (done, or dead under skip): the rows parked behind it are ready for the
+// next round. The run remembers s, for a successor still to come, only if
+// leads: the row may be named by one. The row's own predecessor is
+// forgotten: the row was the one successor that could ask for it (see
+// lets; a row of unknown place that names it is checked with a read). It
+// reports whether s is to age with the run's pages (see ages): it is
+// remembered, and no row parked behind it is its successor (see lets). A
+// parked successor goes in the next round, after more pages, and forgets
+// s when it settles.
+func (o *order) settle(row Row, s settledRow, leads bool) (aging bool) {
+	o.links.Delete(row.Key) // settled and held: not checked again
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.mine[row.Key]; !ok {
+		return false
+	}
+	delete(o.mine, row.Key)
+	behind := o.parked[row.Key]
+	o.ready = append(o.ready, behind...)
+	delete(o.parked, row.Key)
+	if p, ok := o.settled[row.Prev]; ok && row.Prev != row.Key && p.lets(row.Seq) {
+		delete(o.settled, row.Prev)
+	}
+	if leads {
+		o.settled[row.Key] = s
+	}
+	return leads && !slices.ContainsFunc(behind, func(ref DueRef) bool { return s.lets(ref.Seq) })
+}
+
+// forget drops the run's memory of key as settled, if it was settled by
+// page: a later settle is forgotten by its own aged.
+func (o *order) forget(key string, page int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.settled[key]; ok && s.page <= page {
+		delete(o.settled, key)
+	}
 }
 
 // letGo ends this run's hold on key, a row it did not take because it has

@@ -29,8 +29,12 @@ type run struct {
 	// held remembers rows to leave alone until a time (see hold): rows
 	// under another worker's live lease or settled, so later passes do not
 	// pay for the same refused write again, and rows left to the wake, so
-	// they are counted once.
-	held sync.Map // key -> hold
+	// they are counted once. A hold that only spares a refused write is
+	// kept for the pages that may still return its row (see hold.forLag).
+	held holds
+	// ages drops the entries of held and order kept only for a later
+	// page or pass, once the run has queried enough pages since.
+	ages ages
 	// oldest is the earliest due time seen, as Unix milliseconds (the unit
 	// due_at is stored in, so any stored value fits); noDue if none.
 	oldest atomic.Int64
@@ -154,6 +158,7 @@ func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan
 		}
 		return false, false
 	}
+	r.paged()
 	if len(refs) == 0 {
 		return false, true
 	}
@@ -206,7 +211,7 @@ func ageSince(start time.Time, dueMs int64) time.Duration {
 // the rows parked behind it go back to waiting.
 func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 	if !r.claimOne(ctx, ref, out) {
-		r.order.release(ref.Key, nil)
+		r.order.release(ref.Key)
 	}
 }
 
