@@ -534,3 +534,33 @@ func TestSweep_RefusesAPartitionThatDoesNotFit(t *testing.T) {
 		})
 	}
 }
+
+// TestSweep_RunsUnderADeadlineShorterThanTheLease: as the functions do, a
+// shell's sweep ends before the lease of any row it claimed, so a claim
+// never outlives the sweep that holds it. A --timeout that does not leave
+// the lease longer is refused before anything is read.
+func TestSweep_RunsUnderADeadlineShorterThanTheLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tests := []struct {
+		name    string
+		timeout string
+		want    string
+	}{
+		{"as long as the lease", "5m", "lease (5m0s) must be longer than the invocation timeout (5m0s)"},
+		{"longer than the lease", "1h", "must be longer than the invocation timeout (1h0m0s)"},
+		{"inside the deadline margin", "5s", "deadline margin (10s) must be shorter than the invocation timeout (5s)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.run(t, "sweep", "--timeout", tt.timeout)
+			require.Equal(t, cli.ExitUsage, r.code, r.stderr)
+			require.Contains(t, r.stderr, tt.want)
+		})
+	}
+	var sum struct {
+		Stopped string `json:"stopped"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json", "--timeout", "4m")), &sum))
+	require.Equal(t, "drained", sum.Stopped)
+}

@@ -13,9 +13,10 @@ var ErrLeaseEnding = errors.New("not sent: the claim's lease would end before a 
 // fenceKey is the context key of the engine's fence.
 type fenceKey struct{}
 
-// withFence returns ctx carrying mayStart, the engine's rule for whether
-// a send call carrying a row may start now.
-func withFence(ctx context.Context, mayStart func(Row) bool) context.Context {
+// WithFence returns ctx carrying mayStart, the rule MaySend asks whether a
+// send call carrying a row may start now. The engine puts its own on the
+// context of every Deliver.
+func WithFence(ctx context.Context, mayStart func(Row) bool) context.Context {
 	return context.WithValue(ctx, fenceKey{}, mayStart)
 }
 

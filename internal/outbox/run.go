@@ -440,7 +440,7 @@ func (r *run) send(ctx context.Context, rows []Row) {
 	if len(sendable) == 0 {
 		return
 	}
-	errs := r.deliverer.Deliver(withFence(ctx, r.mayStart), sendable[0].Queue, sendable)
+	errs := r.deliverer.Deliver(WithFence(ctx, r.mayStart), sendable[0].Queue, sendable)
 	r.each(sendable, func(i int, row Row) {
 		err := errNoResult
 		if i < len(errs) {
