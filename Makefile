@@ -63,12 +63,14 @@ soak-repeat: venv ## The short soak (500 rows) SOAK_RUNS times (20) in a row, fr
 	scripts/soak-repeat.sh $(SOAK_RUNS)
 
 .PHONY: lint
-lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck, shellcheck, and no binary or file over 1 MiB tracked.
+lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck, no require or t.Fatal off a test's goroutine, shellcheck, and no binary or file over 1 MiB tracked.
 	.ci/tracked-files
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags localstack ./localstack/...
 	$(GO) run $(STATICCHECK) ./...
+	# require and t.Fatal off the test's goroutine, in the forms vet and staticcheck miss
+	$(GO) test -count=1 -run '^TestRepository_NoTestStopsFromAnotherGoroutine$$' ./internal/hygiene
 	$(VENV)/bin/shellcheck localstack/*.sh scripts/*.sh .ci/run .ci/tracked-files
 
 # checkov has its own virtualenv: its pinned dependencies are not

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,11 +190,11 @@ func TestWakeBootstrap_DeliversRowsFromARealStreamRecord(t *testing.T) {
 
 	poller := streams.NewPoller(dynamodbstreams.NewFromConfig(awstest.TestConfig(t)), arn, streamtypes.ShardIteratorTypeTrimHorizon)
 	var records []streamtypes.Record
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := poller.Poll(ctx, 100)
-		require.NoError(t, err)
+		require.NoError(c, err)
 		records = append(records, got...)
-		return len(records) >= 2
+		require.GreaterOrEqual(c, len(records), 2)
 	}, 10*time.Second, 100*time.Millisecond)
 	event, err := json.Marshal(streams.Event(arn, "us-east-1", records))
 	require.NoError(t, err)

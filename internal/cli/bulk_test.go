@@ -22,11 +22,14 @@ import (
 // payload bytes, as the store encodes them, 25 a request.
 func (e *env) seedDead(t *testing.T, n, payload int) {
 	t.Helper()
+	// Failed an hour ago, a millisecond apart: before any run a test
+	// starts, which takes only rows dead before it began, with no wait.
+	base := time.Now().Add(-time.Hour)
 	var reqs []ddbtypes.WriteRequest
 	for i := range n {
 		av, err := dynamo.Encode(outbox.Row{
 			Key: fmt.Sprintf("dead-%05d", i), Queue: "ghost", Payload: []byte(strings.Repeat("x", payload)), Status: outbox.StatusFailed,
-			Attempt: 1, CreatedAt: time.Now(), FailedAt: time.Now().Add(time.Duration(i) * time.Millisecond), LastError: "boom",
+			Attempt: 1, CreatedAt: base, FailedAt: base.Add(time.Duration(i) * time.Millisecond), LastError: "boom",
 		}, 4)
 		require.NoError(t, err)
 		reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: av}})

@@ -5,6 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -563,4 +568,31 @@ func TestSweep_RunsUnderADeadlineShorterThanTheLease(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json", "--timeout", "4m")), &sum))
 	require.Equal(t, "drained", sum.Stopped)
+}
+
+// proxyAWS points the command's AWS calls at a proxy to moto that calls
+// hook with each call's operation (its X-Amz-Target, as
+// "DynamoDB_20120810.Scan") and request body before forwarding it: how a
+// test acts at a chosen point of a command's run (after its first page,
+// after its 50th write), counted in calls rather than timed. hook runs on
+// the proxy's goroutines, never the test's: it must not call require or
+// t.Fatal (FailNow is for the test's goroutine); it records what went
+// wrong, and the test asserts it.
+func (e *env) proxyAWS(t *testing.T, hook func(op string, body []byte)) {
+	t.Helper()
+	target, err := url.Parse(awstest.Endpoint())
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		hook(r.Header.Get("X-Amz-Target"), body)
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	e.vars["AWS_ENDPOINT_URL"] = srv.URL
 }

@@ -5,8 +5,9 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,8 +32,18 @@ func TestDeadBulk_StopsOnCancel(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.seedDead(t, 300, 16<<10)
-			ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+			// Cancelled at the 50th write, counted through a proxy, not
+			// timed: a fast machine cannot finish first, nor a slow one
+			// be cancelled before it has begun.
+			const cancelAt = 50
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			var writes atomic.Int64
+			e.proxyAWS(t, func(op string, _ []byte) {
+				if (strings.HasSuffix(op, ".UpdateItem") || strings.HasSuffix(op, ".DeleteItem")) && writes.Add(1) == cancelAt {
+					cancel()
+				}
+			})
 			var out, errb bytes.Buffer
 			code := cli.Execute(ctx, tt.args, &out, &errb, func(k string) string { return e.vars[k] })
 			require.NotEqual(t, cli.ExitOK, code, "stdout %s stderr %s", out.String(), errb.String())
@@ -48,6 +59,7 @@ func TestDeadBulk_StopsOnCancel(t *testing.T) {
 					actual++
 				}
 			}
+			require.GreaterOrEqual(t, writes.Load(), int64(cancelAt), "the run was cancelled before its %dth write", cancelAt)
 			require.Less(t, n, 300, "cancelled part way")
 			require.LessOrEqual(t, n, actual)
 			t.Logf("reported %d, done %d; stderr %d bytes: %.300s", n, actual, errb.Len(), errb.String())

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -31,7 +30,6 @@ func TestDeadBulkQueue_ReachesEveryOneOnAShrinkingIndex(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			e.seedDead(t, 150, 16<<10)
-			time.Sleep(200 * time.Millisecond)
 			r := e.run(t, tt.args...)
 			require.Equal(t, 0, r.code, r.stderr)
 			require.Contains(t, r.stdout, tt.out)

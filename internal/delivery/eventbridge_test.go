@@ -146,7 +146,10 @@ func TestDeliver_ToEventBridge_DeadLettersPayloadsThatAreNotJSONObjects(t *testi
 		{"empty", "", nil, delivery.ErrNotJSON},
 		{"an outflow member", `{"outflow":1}`, nil, delivery.ErrNotJSON},
 		{"an aws. source", `{}`, map[string]string{delivery.AttrSource: "aws.s3"}, delivery.ErrEventField},
-		{"too large", `{"p":"` + strings.Repeat("x", delivery.MaxEventBytes) + `"}`, nil, delivery.ErrTooLarge},
+		// EventBridge's documented limit for an entry is 256 KB, 262,144
+		// bytes: a detail of that many bytes is over it. Written out, not
+		// MaxEventBytes: a wrong constant would move the input with it.
+		{"too large", `{"p":"` + strings.Repeat("x", 262_144) + `"}`, nil, delivery.ErrTooLarge},
 	}
 	bad := make([]outbox.Row, len(tests))
 	for i, tt := range tests {

@@ -175,7 +175,10 @@ func TestDeliver_ToSNS_KeepsToSNSsSizeLimitWhateverTheSQSLimit(t *testing.T) {
 	})
 	d, err := delivery.New(delivery.Clients{SNS: ok}, delivery.Routes{"notices": "arn:aws:sns:us-east-1:123456789012:n"}, 1024*1024)
 	require.NoError(t, err)
-	errs := d.Deliver(context.Background(), "notices", append(rows(1, delivery.MaxSNSBytes), rows(1, 10)...))
+	// SNS's documented limit is 256 KiB, 262,144 bytes, for a message with
+	// its attributes: a payload of that many bytes is over it. Written out,
+	// not MaxSNSBytes: a wrong constant would move the input with it.
+	errs := d.Deliver(context.Background(), "notices", append(rows(1, 262_144), rows(1, 10)...))
 	require.ErrorIs(t, errs[0], delivery.ErrTooLarge)
 	require.True(t, outbox.IsPermanent(errs[0]))
 	require.NoError(t, errs[1])

@@ -104,8 +104,23 @@ func TestStore_QuarantineLeavesEveryValidShapeAlone(t *testing.T) {
 	}
 	for name, mutate := range valid {
 		putItem(t, st, name, mutate)
-		requireConflict(t, st.Quarantine(ctx, name, t0, "malformed"))
+		before := storedItem(t, st, name)
+		c := requireConflict(t, st.Quarantine(ctx, name, t0, "malformed"))
+		require.Empty(t, c.Malformed, "%s: a valid row read as malformed", name)
+		// The refusal is not enough: a quarantine that wrote and then
+		// reported a conflict would pass it.
+		require.Equal(t, before, storedItem(t, st, name), "%s: the quarantine changed a valid row", name)
 	}
+}
+
+// storedItem reads an item as stored, every attribute.
+func storedItem(t *testing.T, st *dynamo.Store, key string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := awstest.DynamoDB(t).GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(st.Table()), ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{"pk": s(key)}})
+	require.NoError(t, err)
+	require.NotEmpty(t, out.Item, key)
+	return out.Item
 }
 
 func TestStore_QuarantineKeepsTheStoredErrorHistory(t *testing.T) {

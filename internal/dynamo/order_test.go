@@ -45,14 +45,18 @@ func TestStageOrdered_ConcurrentProducersChainAGroupWithoutGapsOrForks(t *testin
 	s := newStore(t, 0)
 	const producers, each = 4, 6
 	var wg sync.WaitGroup
+	errs := make([][]error, producers) // each producer's own: require is for the test's goroutine
 	for p := range producers {
 		wg.Go(func() {
 			for i := range each {
-				require.NoError(t, s.StageOrdered(context.Background(), orderedRow(fmt.Sprintf("p%d-%d", p, i), "g"), t0))
+				errs[p] = append(errs[p], s.StageOrdered(context.Background(), orderedRow(fmt.Sprintf("p%d-%d", p, i), "g"), t0))
 			}
 		})
 	}
 	wg.Wait()
+	for p := range producers {
+		require.NoError(t, errors.Join(errs[p]...), "producer %d", p)
+	}
 	keys := chain(t, s, "g")
 	require.Len(t, keys, producers*each)
 	// Each producer's own rows keep the order it staged them in.

@@ -3,9 +3,12 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,22 +19,26 @@ import (
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/handler"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
 // scriptedInvoker records the partitions the fan-out starts; each call
 // waits delay (or until its context ends, when hang), or panics.
 type scriptedInvoker struct {
-	mu    sync.Mutex
-	calls []outbox.Partition
-	delay time.Duration
-	hang  bool
-	panic bool
+	mu        sync.Mutex
+	calls     []outbox.Partition
+	deadlines []time.Time // each call's context deadline (zero: none)
+	delay     time.Duration
+	hang      bool
+	panic     bool
 }
 
 func (f *scriptedInvoker) Invoke(ctx context.Context, ev handler.PartitionEvent) error {
 	p := ev.Partition
+	deadline, _ := ctx.Deadline()
 	f.mu.Lock()
 	f.calls = append(f.calls, p)
+	f.deadlines = append(f.deadlines, deadline)
 	f.mu.Unlock()
 	if f.panic {
 		panic("invoker blew up")
@@ -150,12 +157,23 @@ func TestSweep_ASlowOrHungFanOutDoesNotStarvePartitionZero(t *testing.T) {
 				key := keyOnShard(t, "p", s, 2)
 				require.NoError(t, st.Stage(context.Background(), outbox.Row{Key: key, Queue: "orders", Payload: []byte("x")}, time.Now().Add(-time.Second)))
 			}
-			// An invocation of 5 s: a fan-out that held it for as long
-			// as it hangs would leave no time to sweep.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// The invocation has a minute, time enough to sweep on a
+			// loaded machine; that the fan-out is bounded is read from the
+			// deadline it gave the invoker, not from how long it took.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			invocationEnds, _ := ctx.Deadline()
 			sum, err := handler.NewSweep(rt).Handle(ctx, nil)
 			require.NoError(t, err)
+			tt.inv.mu.Lock()
+			deadlines := slices.Clone(tt.inv.deadlines)
+			tt.inv.mu.Unlock()
+			require.Len(t, deadlines, 1, "partition 1 was handed to the invoker")
+			// A fan-out that let a hung invoke hold the whole invocation
+			// would leave no time to sweep: it gives the invoke seconds.
+			require.False(t, deadlines[0].IsZero(), "the fan-out gave the invoke no deadline")
+			require.True(t, deadlines[0].Before(invocationEnds.Add(-30*time.Second)),
+				"the fan-out gave the invoke until %s, the invocation ends %s: a hung invoke would hold the sweep", deadlines[0], invocationEnds)
 			if tt.inv.hang {
 				require.Equal(t, 2, sum.Delivered, "partition 0, and partition 1 it could not start: %+v", sum)
 				require.Equal(t, 1, sum.Errors)
@@ -220,23 +238,47 @@ func TestSweep_SweepRateStopsClaimsButNotTheSettleOfARowSent(t *testing.T) {
 
 // a panicking invoker never takes the whole sweep process down
 // (the Lambda runtime recovers a panic only in the handler's goroutine,
-// not in the fan-out's goroutines). The child process runs the sweep; the
-// parent checks it exits normally.
+// not in the fan-out's goroutines). The child process runs the sweep and
+// prints its summary; the parent checks it exits normally and that the
+// sweep ran: the invoker was called (and panicked), and the partition it
+// could not start was counted as an error and swept by the child itself.
 func TestSweep_FanOutSurvivesAPanickingInvoker(t *testing.T) {
 	t.Parallel()
+	const marker = "OUTFLOW_TEST_PANIC_CHILD_RESULT "
 	if os.Getenv("OUTFLOW_TEST_PANIC_CHILD") == "1" {
 		table, queue := awstest.NewTable(t), awstest.NewQueue(t, false)
 		rt := partitionRuntime(t, table, queue, map[string]string{"OUTFLOW_SHARDS": "2", "OUTFLOW_SWEEP_PARTITIONS": "2"})
-		rt.Invoker = &scriptedInvoker{panic: true}
+		inv := &scriptedInvoker{panic: true}
+		rt.Invoker = inv
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = handler.NewSweep(rt).Handle(ctx, nil)
+		sum, err := handler.NewSweep(rt).Handle(ctx, nil)
+		out, jerr := json.Marshal(panicChildResult{Summary: sum, Err: fmt.Sprint(err), Invoked: len(inv.invoked())})
+		require.NoError(t, jerr)
+		fmt.Println(marker + string(out))
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSweep_FanOutSurvivesAPanickingInvoker$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "OUTFLOW_TEST_PANIC_CHILD=1", awstest.EndpointEnv+"="+awstest.Endpoint())
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the sweep process died:\n%s", out)
+	var got panicChildResult
+	for line := range strings.Lines(string(out)) {
+		if rest, ok := strings.CutPrefix(line, marker); ok {
+			require.NoError(t, json.Unmarshal([]byte(rest), &got), line)
+		}
+	}
+	require.Equal(t, 1, got.Invoked, "the invoker was called for partition 1 (and panicked):\n%s", out)
+	require.Equal(t, "<nil>", got.Err, "%s", out)
+	require.Equal(t, 1, got.Summary.Errors, "the partition it could not start counts as an error: %+v", got.Summary)
+	require.Equal(t, "0/2,1/2", got.Summary.Partition, "the child swept partition 1 itself: %+v", got.Summary)
+}
+
+// panicChildResult is what the panicking-invoker child reports.
+type panicChildResult struct {
+	Summary telemetry.Summary
+	Err     string
+	Invoked int
 }
 
 // slowDeliverer accepts every row after delay.

@@ -3,6 +3,7 @@ package handler_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +38,11 @@ func TestSweep_SweepRateStopsClaimsButNeverReleasesARowClaimedInTime(t *testing.
 				"OUTFLOW_DEADLINE_MARGIN": "1s", "OUTFLOW_SWEEP_RATE": tt.rate})
 			st, err := dynamo.New(awstest.DynamoDB(t), rt.Config.Store)
 			require.NoError(t, err)
-			// SQS takes 2.5 s per batch: the second batch of ten, claimed
-			// at once, waits for the one sender until 2.5 s, past 3s − 1s.
-			rt.Engine, err = outbox.New(st, slowDeliverer{delay: 2500 * time.Millisecond}, rt.Config.Policy)
+			// SQS takes 2.5 s per batch: rows claimed while the first
+			// batch is sent wait for the one sender until 2.5 s, past
+			// 3s − 1s.
+			sends := &batchSizes{next: slowDeliverer{delay: 2500 * time.Millisecond}}
+			rt.Engine, err = outbox.New(st, sends, rt.Config.Policy)
 			require.NoError(t, err)
 			for i := range 20 {
 				require.NoError(t, st.Stage(context.Background(), outbox.Row{Key: fmt.Sprintf("r%02d", i), Queue: "orders", Payload: []byte("x")}, time.Now().Add(-time.Second)))
@@ -49,10 +52,42 @@ func TestSweep_SweepRateStopsClaimsButNeverReleasesARowClaimedInTime(t *testing.
 			started := time.Now()
 			sum, err := handler.NewSweep(rt).Handle(ctx, nil)
 			require.NoError(t, err)
+			// The premise: rows were claimed while the first batch was
+			// being sent, before claims stopped (rate − margin), so they
+			// waited behind that send past that point. Had no row been
+			// claimed beyond the first batch, the release path was never
+			// reached and nothing was proven.
+			first := sends.first()
+			require.Positive(t, first, "nothing was sent: %+v", sum)
+			require.Greater(t, sum.Claimed, first, "no row was claimed behind the first batch (of %d) before claims stopped: the release path was not reached (%s): %+v",
+				first, time.Since(started).Round(time.Millisecond), sum)
 			require.Zero(t, sum.Released, "rows claimed within %.1fs released unsent %s into a 60 s invocation: %+v",
 				2.0, time.Since(started).Round(time.Millisecond), sum)
-			require.Positive(t, sum.Claimed, "%+v", sum)
 			require.Equal(t, sum.Claimed, sum.Delivered, "every claimed row sent: %+v", sum)
 		})
 	}
+}
+
+// batchSizes records the size of each batch handed to next.
+type batchSizes struct {
+	next  outbox.Deliverer
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, len(rows))
+	b.mu.Unlock()
+	return b.next.Deliver(ctx, queue, rows)
+}
+
+// first is the size of the first batch sent (0 if none was).
+func (b *batchSizes) first() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.sizes) == 0 {
+		return 0
+	}
+	return b.sizes[0]
 }

@@ -1,4 +1,7 @@
-// Package hygiene holds the tests of the repository's own rules, such as
-// what it may track. It has no code: the rules are scripts in .ci, run by
-// make lint, and these tests prove that they refuse what they should.
+// Package hygiene holds the repository's own rules and the tests that
+// prove them: what it may track (a script in .ci, run by make lint), and
+// that no test calls require or t.Fatal from a goroutine other than its
+// own (FailNowOffTestGoroutine, run over every test file by
+// TestRepository_NoTestStopsFromAnotherGoroutine, in make lint and make
+// test).
 package hygiene

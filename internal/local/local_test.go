@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow"
@@ -97,19 +98,30 @@ func TestWakeFeed_SeesExactlyThePendingInsertsTheTemplateFilterMatches(t *testin
 	})
 	require.NoError(t, err)
 
-	// Wait until the rows were delivered and settled (MODIFY/REMOVE records
-	// were written), then a little longer for the poller.
-	require.Eventually(t, func() bool {
+	// Wait until the rows were delivered and settled, so their MODIFY and
+	// REMOVE records are in the stream.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(r.Stack.Table)})
-		require.NoError(t, err)
-		return len(out.Items) == 1
+		require.NoError(c, err)
+		require.Len(c, out.Items, 1)
 	}, 20*time.Second, 100*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	// Then a sentinel: a pending insert written after every record the
+	// filter must drop. moto's table stream is one shard, read in order,
+	// so once the wake has seen the sentinel the poller has read past
+	// them, and the filter has had its chance to let them through.
+	_, err = p.Put(ctx, outflow.Row{Key: "sentinel", Queue: "orders", Payload: []byte("x")})
+	require.NoError(t, err)
+	want["sentinel"] = 1
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["sentinel"] > 0
+	}, 20*time.Second, 20*time.Millisecond, "the wake never saw the sentinel insert")
 
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, want, seen)
-	require.Equal(t, map[string]int{"INSERT": 5}, names)
+	require.Equal(t, map[string]int{"INSERT": 6}, names)
 }
 
 func TestClose_LeavesNoChildProcess(t *testing.T) {

@@ -55,37 +55,50 @@ var cloudFormation string
 
 // Start starts a moto server on a free loopback port and waits until it
 // answers. It runs in its own process group and dies with its parent.
+//
+// The port is never released between choosing it and moto serving on it:
+// moto inherits the listening socket (server.py serves on the descriptor
+// in OUTFLOW_MOTO_FD), so no other process can take it meanwhile. It is
+// ready when it answers on that socket while still running.
 func Start(ctx context.Context) (*Server, error) {
 	path, err := Path()
 	if err != nil {
 		return nil, err
 	}
-	port, err := child.FreePort()
+	ln, port, err := child.Listen()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, "-c", cloudFormation+"\n"+launcher, "-H", "127.0.0.1", "-p", port)
+	cmd.ExtraFiles = []*os.File{ln} // descriptor 3
+	cmd.Env = append(os.Environ(), "OUTFLOW_MOTO_FD=3")
 	if os.Getenv("OUTFLOW_MOTO_LOG") != "" {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}
 	proc, err := child.Start(cmd)
+	// moto has its own copy once started; ours closed, a moto that died
+	// leaves connections refused rather than queued on a socket nobody serves.
+	_ = ln.Close()
 	if err != nil {
 		return nil, err
 	}
 	m := &Server{URL: "http://127.0.0.1:" + port, proc: proc}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(m.URL + "/moto-api/")
-		if err == nil {
-			resp.Body.Close()
-			return m, nil
+	// Connections queue on the socket until moto serves, so one try can
+	// wait through moto's start; the timeout only bounds a hung one.
+	client := &http.Client{Timeout: 5 * time.Second}
+	err = proc.WaitReady(ctx, 30*time.Second, 50*time.Millisecond, func() error {
+		resp, err := client.Get(m.URL + "/moto-api/")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			m.Stop()
-			return nil, fmt.Errorf("moto server on port %s did not answer: %w", port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return nil
+	})
+	if err != nil {
+		m.Stop()
+		return nil, fmt.Errorf("moto server on port %s: %w", port, err)
 	}
+	return m, nil
 }
 
 // Stop ends the server and every process it started.

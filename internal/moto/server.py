@@ -21,6 +21,7 @@ below, never produces one).
 import copy
 import decimal
 import functools
+import os
 import sys
 import threading
 
@@ -38,6 +39,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.sqs.models import SQSBackend
+from werkzeug import serving
 from werkzeug.wrappers import Request, Response
 
 _lock = threading.RLock()
@@ -283,5 +285,25 @@ DynamoDBBackend.update_item = _all_or_nothing(DynamoDBBackend.update_item)
 # transactions.
 for _name in ("put_item", "update_item", "delete_item", "transact_write_items", "get_item"):
     setattr(DynamoDBBackend, _name, _atomic(getattr(DynamoDBBackend, _name)))
+
+
+def _inherited_socket(fd):
+    """Makes werkzeug serve on the listening socket the parent opened
+    (descriptor fd) instead of binding the port again: the port was never
+    free for another process to take between the parent choosing it and
+    this server answering on it."""
+    make_server = serving.make_server
+
+    @functools.wraps(make_server)
+    def make(*args, **kwargs):
+        kwargs["fd"] = fd
+        return make_server(*args, **kwargs)
+
+    return make
+
+
+_fd = os.environ.pop("OUTFLOW_MOTO_FD", None)
+if _fd:
+    serving.make_server = _inherited_socket(int(_fd))
 
 server.main(sys.argv[1:])

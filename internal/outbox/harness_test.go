@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,30 @@ import (
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
+
+// goErrs collects errors from goroutines other than the test's own (the
+// engine's senders and claimers, which run a test's hooks, and goroutines a
+// test starts), where require must not be called: FailNow ends only the
+// goroutine that calls it. The test asserts err() in its own goroutine.
+type goErrs struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (g *goErrs) add(err error) {
+	if err == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.errs = append(g.errs, err)
+}
+
+func (g *goErrs) err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.errs...)
+}
 
 // clock is a settable clock shared by the engine and the test.
 type clock struct {

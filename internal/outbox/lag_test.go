@@ -301,6 +301,7 @@ func TestSweep_AKeyStagedAgainDuringTheSweepIsDeliveredByIt(t *testing.T) {
 	again := outbox.Row{Key: "orders-0", Queue: "orders", Payload: []byte(`{"again":true}`)}
 	other := outbox.Row{Key: "fresh-key", Queue: "orders", Payload: []byte(`{"fresh":true}`)}
 	var once sync.Once
+	var hookErrs goErrs // the hook runs on the engine's goroutines
 	st := faultStore{Store: h.store, doneErr: func(outbox.Row) error { return nil }}
 	restage := &doneHook{faultStore: st, after: func(r outbox.Row) {
 		if r.Key == again.Key {
@@ -308,8 +309,8 @@ func TestSweep_AKeyStagedAgainDuringTheSweepIsDeliveredByIt(t *testing.T) {
 				// The producer stages the key again (and a new key) while
 				// the sweep runs.
 				h.clock.Advance(time.Millisecond)
-				require.NoError(t, h.store.Stage(ctx, again, h.clock.Now()))
-				require.NoError(t, h.store.Stage(ctx, other, h.clock.Now()))
+				hookErrs.add(h.store.Stage(ctx, again, h.clock.Now()))
+				hookErrs.add(h.store.Stage(ctx, other, h.clock.Now()))
 			})
 		}
 	}}
@@ -317,6 +318,7 @@ func TestSweep_AKeyStagedAgainDuringTheSweepIsDeliveredByIt(t *testing.T) {
 	require.NoError(t, err)
 	res, err := e.Sweep(ctx)
 	require.NoError(t, err)
+	require.NoError(t, hookErrs.err(), "staging again while the sweep ran")
 	h.gone(t, other.Key)
 	require.Equal(t, 4, res.Delivered, "the fresh row of orders-0 is due and new, as fresh-key is: %+v", res)
 	h.gone(t, again.Key)

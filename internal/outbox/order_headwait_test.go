@@ -88,6 +88,8 @@ type pollLog struct {
 	links *atomic.Int64
 	mu    sync.Mutex
 	at    map[string]int64
+	// sent, if set, is called with each key after next accepted it.
+	sent func(ctx context.Context, key string)
 }
 
 func (l *pollLog) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
@@ -96,7 +98,13 @@ func (l *pollLog) Deliver(ctx context.Context, queue string, rows []outbox.Row) 
 		l.at[r.Key] = l.links.Load()
 	}
 	l.mu.Unlock()
-	return l.next.Deliver(ctx, queue, rows)
+	errs := l.next.Deliver(ctx, queue, rows)
+	for i, r := range rows {
+		if errs[i] == nil && l.sent != nil {
+			l.sent(ctx, r.Key)
+		}
+	}
+	return errs
 }
 
 // TestOrdered_AWakeHeadWaitDoesNotHoldOtherRowsClaimedRowsBack: while a
@@ -118,16 +126,24 @@ func TestOrdered_AWakeHeadWaitDoesNotHoldOtherRowsClaimedRowsBack(t *testing.T) 
 	k := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
 	h.stage(t, rowsFor("orders", 1, "")...)
 	p := orderedPolicy(outbox.DeadHeadBlock)
-	p.HeadWait = 10 * time.Second
-	p.BatchLinger = 4 * time.Second
-	// Another invocation holds the head, and settles it 6 s on.
+	// Both far longer than the test takes: the batch's linger must not be
+	// what sends the unordered row, and the claimer polls until the head
+	// settles.
+	p.HeadWait = 40 * time.Second
+	p.BatchLinger = 30 * time.Second
+	// Another invocation holds the head. It settles it once the unordered
+	// row has reached the deliverer, or, if that never happens while the
+	// claimer polls, at the claimer's read after its 20th: a count of
+	// reads, not a timer, so no machine is too fast or too slow for it.
+	const settleCap = 20
 	head, err := h.store.Claim(context.Background(), k[0], h.clock.Now(), p.Lease, p.MaxAttempts)
 	require.NoError(t, err)
-	settled := time.AfterFunc(6*time.Second, func() { _ = h.store.Done(context.Background(), head, h.clock.Now()) })
-	defer settled.Stop()
-
-	store := &readCounter{Store: h.store}
-	log := &pollLog{next: h.sqs, links: &store.links, at: map[string]int64{}}
+	store := &settlesAfterReads{Store: h.store, head: head, reads: settleCap, now: h.clock.Now}
+	log := &pollLog{next: h.sqs, links: &store.seen, at: map[string]int64{}, sent: func(ctx context.Context, key string) {
+		if key == "orders-0" {
+			store.settle(ctx)
+		}
+	}}
 	e, err := outbox.New(store, log, p, outbox.WithClock(h.clock.Now))
 	require.NoError(t, err)
 	res, err := e.DeliverRefs(context.Background(), []outbox.DueRef{
@@ -135,11 +151,13 @@ func TestOrdered_AWakeHeadWaitDoesNotHoldOtherRowsClaimedRowsBack(t *testing.T) 
 		{Key: "orders-0", Queue: "orders", Linked: true},
 	})
 	require.NoError(t, err)
+	require.NoError(t, store.settleErr())
 	require.Equal(t, 2, res.Delivered, "the head settled within HeadWait, so both go")
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	// Polls come 25 ms apart, doubling to 400 ms: some 14 reads by the
-	// end of a 4 s BatchLinger, 5 in the first 400 ms.
+	// Held back, the unordered row goes only once the claimer stops
+	// polling, after the head settled at the cap: at read settleCap+1 or
+	// later.
 	polls := log.at["orders-0"]
-	require.LessOrEqual(t, polls, int64(7), "the unordered row, claimed at once, waited in its batch through %d polls of the ordered row's predecessor", polls)
+	require.LessOrEqual(t, polls, int64(settleCap), "the unordered row, claimed at once, waited in its batch through %d polls of the ordered row's predecessor, until the head settled at the cap", polls)
 }

@@ -72,13 +72,17 @@ func TestOrdered_ARowParkedBehindAPendingPredecessorDeliveredElsewhereGoesInALat
 	require.NoError(t, err)
 	require.NoError(t, h.store.Retry(ctx, claimed, h.clock.Now().Add(time.Hour), nil))
 
+	// The hooks run on the engine's goroutines: they collect errors, and
+	// the test asserts them.
+	var hookErrs goErrs
+	db := awstest.DynamoDB(t)
 	hook := &linkHook{Store: h.store, key: "P", after: func() {
 		// Another worker delivers P now: its item is deleted.
-		_, err := awstest.DynamoDB(t).DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		_, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(h.store.Table()),
 			Key:       map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: "P"}},
 		})
-		require.NoError(t, err)
+		hookErrs.add(err)
 	}}
 
 	// The table is busy: each send brings a new unordered row, for a few
@@ -86,7 +90,7 @@ func TestOrdered_ARowParkedBehindAPendingPredecessorDeliveredElsewhereGoesInALat
 	var n atomic.Int64
 	log := &sendLog{next: h.sqs, fail: func(r outbox.Row) error {
 		if i := n.Add(1); i <= 6 {
-			require.NoError(t, h.store.Stage(ctx, outbox.Row{Key: "u-" + strconv.FormatInt(i, 10), Queue: "orders", Payload: []byte(`{}`)}, h.clock.Now()))
+			hookErrs.add(h.store.Stage(ctx, outbox.Row{Key: "u-" + strconv.FormatInt(i, 10), Queue: "orders", Payload: []byte(`{}`)}, h.clock.Now()))
 		}
 		return nil
 	}}
@@ -95,6 +99,7 @@ func TestOrdered_ARowParkedBehindAPendingPredecessorDeliveredElsewhereGoesInALat
 	require.NoError(t, err)
 	res, err := e.Sweep(ctx)
 	require.NoError(t, err)
+	require.NoError(t, hookErrs.err())
 	require.GreaterOrEqual(t, n.Load(), int64(4), "the sweep ran several passes after P was delivered")
 	require.Contains(t, log.accepted()["g"], "R", "R's predecessor P was delivered passes ago, but R stayed parked behind it for the whole sweep: %+v", res)
 }

@@ -97,15 +97,22 @@ func TestOrdered_ARunsSettledCacheDoesNotLetARowPassAKeyStagedAgain(t *testing.T
 	require.NoError(t, h.store.StageOrdered(ctx, row("A"), h.clock.Now()))
 	require.NoError(t, h.store.StageOrdered(ctx, row("B"), h.clock.Now()))
 
-	var once sync.Once
+	// The hook runs on the engine's sender goroutine: it records what it
+	// did, and the test's goroutine asserts it.
+	var (
+		once     sync.Once
+		fired    bool
+		stageErr error
+	)
 	log := &sendLog{next: h.sqs, fail: func(r outbox.Row) (err error) {
 		if r.Key != "B" {
 			return nil
 		}
 		once.Do(func() {
 			// B is in flight: A was delivered and deleted before B went.
-			require.NoError(t, h.store.StageOrdered(ctx, row("A"), h.clock.Now()))
-			require.NoError(t, h.store.StageOrdered(ctx, row("C"), h.clock.Now()))
+			fired = true
+			stageErr = errors.Join(h.store.StageOrdered(ctx, row("A"), h.clock.Now()),
+				h.store.StageOrdered(ctx, row("C"), h.clock.Now()))
 			err = errors.New("injected: try again")
 		})
 		return err
@@ -113,6 +120,9 @@ func TestOrdered_ARunsSettledCacheDoesNotLetARowPassAKeyStagedAgain(t *testing.T
 	e := h.engine(t, orderedPolicy(outbox.DeadHeadBlock), log)
 	_, err := e.Sweep(ctx)
 	require.NoError(t, err)
+	// Sweep has returned, and with it every send.
+	require.True(t, fired, "B was never sent, so A and C were never staged again while it was in flight: the test proves nothing")
+	require.NoError(t, stageErr, "staging A again and C")
 
 	b := h.row(t, "B")
 	require.Equal(t, outbox.StatusPending, b.Status, "B retries after its backoff")

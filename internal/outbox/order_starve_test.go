@@ -24,16 +24,17 @@ func TestOrdered_ABlockedGroupsBacklogDoesNotStopEverySweepBeforeNewerRows(t *te
 	h := newHarnessShards(t, 1)
 	ddb := h.store
 	ctx := context.Background()
-	now := time.Now
+	// Staged in the past, the group's rows a second before u: u is newer
+	// than all of them without waiting for the clock to move.
+	base := time.Now().Add(-time.Minute)
 	for i := range 81 {
 		key := "g-" + strconv.Itoa(100+i)
-		require.NoError(t, ddb.StageOrdered(ctx, outbox.Row{Key: key, Queue: "events.fifo", Group: "g", Payload: []byte(key)}, now()))
+		require.NoError(t, ddb.StageOrdered(ctx, outbox.Row{Key: key, Queue: "events.fifo", Group: "g", Payload: []byte(key)}, base))
 	}
-	head, err := ddb.Claim(ctx, "g-100", now(), time.Minute, 3)
+	head, err := ddb.Claim(ctx, "g-100", base, time.Minute, 3)
 	require.NoError(t, err)
-	require.NoError(t, ddb.DeadLetter(ctx, head, now(), nil))
-	time.Sleep(10 * time.Millisecond) // u is newer than the group's rows
-	require.NoError(t, ddb.Stage(ctx, outbox.Row{Key: "u", Queue: "orders", Payload: []byte("u")}, now()))
+	require.NoError(t, ddb.DeadLetter(ctx, head, base, nil))
+	require.NoError(t, ddb.Stage(ctx, outbox.Row{Key: "u", Queue: "orders", Payload: []byte("u")}, base.Add(time.Second)))
 
 	policy := orderedPolicy(outbox.DeadHeadBlock)
 	policy.Concurrency = 2

@@ -178,6 +178,51 @@ func (c *readCounter) QueryDue(ctx context.Context, shard int, now time.Time, af
 	return c.Store.QueryDue(ctx, shard, now, after, limit)
 }
 
+// settlesAfterReads is a store beside another invocation that holds head
+// and settles it (Done) once the engine has read head's link reads times,
+// before its next read: the moment it settles is a count of the engine's
+// own reads, the same on a fast machine and a slow one. With reads 0, it
+// settles when settle is called.
+type settlesAfterReads struct {
+	*dynamo.Store
+	head  outbox.Row
+	reads int64
+	now   func() time.Time
+	seen  atomic.Int64
+	once  sync.Once
+	mu    sync.Mutex
+	err   error
+	// settledAt is how many reads of head's link came before it settled.
+	settledAt atomic.Int64
+}
+
+func (s *settlesAfterReads) Link(ctx context.Context, key string) (outbox.Link, error) {
+	if key == s.head.Key {
+		if n := s.seen.Add(1); s.reads > 0 && n > s.reads {
+			s.settle(ctx)
+		}
+	}
+	return s.Store.Link(ctx, key)
+}
+
+// settle settles head, once.
+func (s *settlesAfterReads) settle(ctx context.Context) {
+	s.once.Do(func() {
+		s.settledAt.Store(s.seen.Load())
+		err := s.Store.Done(ctx, s.head, s.now())
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+	})
+}
+
+// settleErr is the settle's error, for the test's goroutine to assert.
+func (s *settlesAfterReads) settleErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 func TestOrdered_ListedRouteDrainsAHotGroupInOneSweepWithoutRefusedWrites(t *testing.T) {
 	t.Parallel()
 	const n = 40
@@ -341,14 +386,17 @@ func TestOrdered_WakeWaitsForAPredecessorInFlightElsewhereUpToHeadWait(t *testin
 			k := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
 			p := orderedPolicy(outbox.DeadHeadBlock)
 			p.HeadWait = tt.wait
-			// Another invocation holds the head and settles it 300 ms on.
+			// Another invocation holds the head, and settles it once the
+			// wake has read it claimed: a second read finds it done.
 			head, err := h.store.Claim(context.Background(), k[0], h.clock.Now(), p.Lease, p.MaxAttempts)
 			require.NoError(t, err)
-			settled := time.AfterFunc(300*time.Millisecond, func() { _ = h.store.Done(context.Background(), head, h.clock.Now()) })
-			defer settled.Stop()
-
-			res, err := h.engine(t, p, nil).DeliverRefs(context.Background(), []outbox.DueRef{{Key: k[1], Queue: "events.fifo", Prev: k[0], Linked: true}})
+			store := &settlesAfterReads{Store: h.store, head: head, reads: 1, now: h.clock.Now}
+			e, err := outbox.New(store, h.sqs, p, outbox.WithClock(h.clock.Now))
 			require.NoError(t, err)
+
+			res, err := e.DeliverRefs(context.Background(), []outbox.DueRef{{Key: k[1], Queue: "events.fifo", Prev: k[0], Linked: true}})
+			require.NoError(t, err)
+			require.NoError(t, store.settleErr())
 			require.Equal(t, tt.delivered, res.Delivered)
 			require.Equal(t, 1-tt.delivered, res.Waiting)
 		})

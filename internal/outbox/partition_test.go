@@ -117,6 +117,7 @@ func TestPartitions_KSweepsDrainABacklogWithoutClaimingAnyRowTwice(t *testing.T)
 	results := make([]outbox.Result, k)
 	logs := make([]*shardLog, k)
 	var wg sync.WaitGroup
+	var sweepErrs goErrs
 	for i := range k {
 		logs[i] = &shardLog{Store: h.store, queried: map[int]int{}, claimed: claims}
 		e, err := outbox.New(logs[i], sent, testPolicy(), outbox.WithClock(h.clock.Now))
@@ -124,10 +125,11 @@ func TestPartitions_KSweepsDrainABacklogWithoutClaimingAnyRowTwice(t *testing.T)
 		wg.Go(func() {
 			var err error
 			results[i], err = e.SweepPartition(ctx, outbox.Partition{Index: i, Count: k})
-			require.NoError(t, err)
+			sweepErrs.add(err)
 		})
 	}
 	wg.Wait()
+	require.NoError(t, sweepErrs.err())
 
 	// Phase 3: every row claimed once, sent once, in group order; no
 	// refused write; each sweep queried only its own shards.

@@ -68,15 +68,16 @@ func inDueIndex(t *testing.T, h *harness, key string) bool {
 	return len(out.Item) > 0 && shard && due
 }
 
-// sweepsLeaveNothing writes each raw shape, runs ten sweeps with the clock
-// moving a day between them, and requires every item to have left the
-// due index (delivered or dead-lettered).
-func sweepsLeaveNothing(t *testing.T, shapes map[string]func(map[string]types.AttributeValue)) {
+// sweepsDeadLetter writes each raw shape, runs ten sweeps with the clock
+// moving a day between them, and requires every item to be a dead letter
+// (status failed, out of the due index) whose last error says why: an
+// item merely gone from the due index could as well have been deleted.
+func sweepsDeadLetter(t *testing.T, shapes map[string]rawShape) {
 	t.Helper()
 	h := newHarness(t)
-	for key, mutate := range shapes {
+	for key, shape := range shapes {
 		_, err := awstest.DynamoDB(t).PutItem(context.Background(), &dynamodb.PutItemInput{
-			TableName: aws.String(h.store.Table()), Item: rawItem(h, key, mutate)})
+			TableName: aws.String(h.store.Table()), Item: rawItem(h, key, shape.mutate)})
 		require.NoError(t, err, key)
 	}
 	var last outbox.Result
@@ -86,13 +87,32 @@ func sweepsLeaveNothing(t *testing.T, shapes map[string]func(map[string]types.At
 		last = res
 		h.clock.Advance(24 * time.Hour)
 	}
-	var stuck []string
-	for key := range shapes {
-		if inDueIndex(t, h, key) {
-			stuck = append(stuck, key)
-		}
+	for key, shape := range shapes {
+		require.False(t, inDueIndex(t, h, key), "%s still in the due index after 10 sweeps over 10 days; last sweep %+v", key, last)
+		item := rawGet(t, h, key)
+		require.NotEmpty(t, item, "%s was deleted, not dead-lettered", key)
+		require.Equal(t, &types.AttributeValueMemberS{Value: "failed"}, item[dynamo.AttrStatus], key)
+		lastErr, _ := item[dynamo.AttrLastError].(*types.AttributeValueMemberS)
+		require.NotNil(t, lastErr, "%s has no last_error: %v", key, item)
+		require.Contains(t, lastErr.Value, shape.reason, key)
 	}
-	require.Empty(t, stuck, "still in the due index after 10 sweeps over 10 days; last sweep %+v", last)
+}
+
+// rawShape is a change to a raw row and the reason its dead letter gives.
+type rawShape struct {
+	mutate func(map[string]types.AttributeValue)
+	reason string
+}
+
+// rawGet reads an item as stored (nil if there is none).
+func rawGet(t *testing.T, h *harness, key string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := awstest.DynamoDB(t).GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(h.store.Table()), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: key}},
+	})
+	require.NoError(t, err)
+	return out.Item
 }
 
 // A producer that writes created_at in microseconds (a valid whole
@@ -117,22 +137,23 @@ func TestSweep_TakesARowWhoseCreatedAtIsInTheFuture(t *testing.T) {
 		h.clock.Advance(24 * time.Hour)
 	}
 	require.False(t, inDueIndex(t, h, "micros"), "still due after 10 sweeps over 10 days; last sweep %+v", last)
+	h.gone(t, "micros") // delivered, not dead-lettered
 }
 
 // A claimed row whose lease ends far past any lease Outflow takes would
 // conflict on every sweep until then; it is quarantined as malformed.
 func TestSweep_QuarantinesAClaimedRowWithAFarFutureLease(t *testing.T) {
 	t.Parallel()
-	sweepsLeaveNothing(t, map[string]func(map[string]types.AttributeValue){
+	sweepsDeadLetter(t, map[string]rawShape{
 		// lease_until written in microseconds: about year 58,000.
-		"lease-micros": func(it map[string]types.AttributeValue) {
+		"lease-micros": {func(it map[string]types.AttributeValue) {
 			it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "claimed"}
 			it[dynamo.AttrLeaseUntil] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMicro(), 10)}
-		},
-		"lease-huge": func(it map[string]types.AttributeValue) {
+		}, "malformed: malformed item: claimed with lease_until more than"},
+		"lease-huge": {func(it map[string]types.AttributeValue) {
 			it[dynamo.AttrStatus] = &types.AttributeValueMemberS{Value: "claimed"}
 			it[dynamo.AttrLeaseUntil] = &types.AttributeValueMemberN{Value: "1e30"}
-		},
+		}, "malformed: malformed item: claimed with lease_until more than"},
 	})
 }
 
@@ -143,10 +164,10 @@ func TestSweep_QuarantinesAClaimedRowWithAFarFutureLease(t *testing.T) {
 // refusal rather than retried as a plain error on every sweep, for ever.
 func TestSweep_DeadLettersARowWhoseClaimTheStoreRefuses(t *testing.T) {
 	t.Parallel()
-	sweepsLeaveNothing(t, map[string]func(map[string]types.AttributeValue){
-		"attempt-tiny": func(it map[string]types.AttributeValue) {
+	sweepsDeadLetter(t, map[string]rawShape{
+		"attempt-tiny": {func(it map[string]types.AttributeValue) {
 			it[dynamo.AttrAttempt] = &types.AttributeValueMemberN{Value: "1E-130"}
-		},
+		}, "claim refused: Number overflow"},
 	})
 }
 

@@ -359,15 +359,18 @@ func TestSweep_ConcurrentSweepsDeliverEachRowExactlyOnce(t *testing.T) {
 	p := testPolicy()
 
 	var wg sync.WaitGroup
+	var sweepErrs goErrs
 	results := make([]outbox.Result, 2)
+	engines := []*outbox.Engine{h.engine(t, p, nil), h.engine(t, p, nil)}
 	for i := range results {
 		wg.Go(func() {
-			res, err := h.engine(t, p, nil).Sweep(context.Background())
-			require.NoError(t, err)
+			res, err := engines[i].Sweep(context.Background())
+			sweepErrs.add(err)
 			results[i] = res
 		})
 	}
 	wg.Wait()
+	require.NoError(t, sweepErrs.err())
 	require.Equal(t, len(rows), results[0].Delivered+results[1].Delivered)
 
 	count := map[string]int{}

@@ -38,7 +38,26 @@ func Path() (string, error) {
 // Start runs bootstrap under the emulator with env (plus PATH) on free
 // loopback ports, with logs to logs (nil discards). The emulator starts
 // the bootstrap on the first invoke, so init time is part of that call.
+//
+// The emulator binds the ports itself, so another process can take one
+// between FreePort and its bind: the emulator then exits, and Start tries
+// again on new ports. It is ready when its invoke port accepts a
+// connection while it is still running.
 func Start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator, error) {
+	var err error
+	for range 5 {
+		var e *Emulator
+		if e, err = start(rieBinary, bootstrap, env, logs); err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, child.ErrExited) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+func start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator, error) {
 	invokePort, err := child.FreePort()
 	if err != nil {
 		return nil, err
@@ -58,19 +77,18 @@ func Start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator
 		return nil, err
 	}
 	e := &Emulator{URL: "http://127.0.0.1:" + invokePort + "/2015-03-31/functions/function/invocations", proc: proc}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err = proc.WaitReady(context.Background(), 10*time.Second, 20*time.Millisecond, func() error {
 		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+invokePort, 200*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return e, nil
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			e.Stop()
-			return nil, fmt.Errorf("emulator did not listen on %s: %w", invokePort, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return conn.Close()
+	})
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("emulator on port %s: %w", invokePort, err)
 	}
+	return e, nil
 }
 
 // Invoke sends payload and returns the function's response body. A

@@ -34,6 +34,13 @@ func gotDims(in []cwtypes.Dimension) map[string]string {
 // naming the deployed resources, statistic, period, threshold, comparison,
 // missing-data treatment and actions.
 func (d *deployment) checkAlarms(t *testing.T) {
+	// Partly circular: moto's CloudFormation cannot create an alarm, so
+	// internal/moto/cloudformation.py creates each one from the template's
+	// own properties, and this reads back what it wrote. What it proves is
+	// the wiring (the deployed names, the substituted dimensions and the
+	// topic the alarm notifies) and that the properties are the API's; not
+	// that CloudFormation would create the alarms so. The authority on the
+	// alarms' settings is the template-level tests (alarms_test.go).
 	ctx := context.Background()
 	cw := cloudWatch(d.cfg)
 	names := d.tpl.OfType("AWS::CloudWatch::Alarm")

@@ -88,6 +88,13 @@ func (d *deployment) checkTable(t *testing.T) {
 
 	require.NotNil(t, got.BillingModeSummary)
 	require.Equal(t, tb.BillingMode, string(got.BillingModeSummary.BillingMode))
+
+	// Partly circular from here on: moto's CloudFormation drops a table's
+	// encryption, TTL and point-in-time recovery, so
+	// internal/moto/cloudformation.py sets them from the template's own
+	// properties, and these read back what it set. They prove the
+	// properties are the API's and reach the deployed table; the authority
+	// on their values is TestTemplate_TableMatchesTheGoSchema.
 	require.True(t, tb.SSESpecification.SSEEnabled, "the template encrypts the table")
 	require.NotNil(t, got.SSEDescription, "encrypted at rest")
 	require.Equal(t, types.SSEStatusEnabled, got.SSEDescription.Status)

@@ -49,6 +49,9 @@ func (d *deployment) checkFunctions(t *testing.T) {
 		got := out.Configuration
 		require.Equal(t, want.Runtime, string(got.Runtime), name)
 		require.Equal(t, want.Handler, aws.ToString(got.Handler), name)
+		// Partly circular: moto's CloudFormation drops Architectures, and
+		// internal/moto/cloudformation.py puts back the template's own. The
+		// authority is TestTemplate_FunctionsAreGoOnGravitonWithJSONLogs.
 		var arch []string
 		for _, a := range got.Architectures {
 			arch = append(arch, string(a))
@@ -93,6 +96,13 @@ func (d *deployment) checkFunctions(t *testing.T) {
 		}
 	}
 
+	// Partly circular: moto's CloudFormation cannot create an
+	// EventInvokeConfig, so internal/moto/cloudformation.py creates each
+	// from the template's own properties, and this reads back what it
+	// wrote: it proves the function it names resolves to the deployed one,
+	// not the settings. The authority on those is the template-level
+	// tests (TestTranslation_SweepInvokesAreNeitherRetriedNorKept,
+	// TestTranslation_SweepAsyncSettingsAreWithinAWSRanges).
 	configs := d.tpl.OfType("AWS::Lambda::EventInvokeConfig")
 	require.NotEmpty(t, configs)
 	for _, name := range configs {
@@ -178,6 +188,12 @@ func (d *deployment) checkMapping(t *testing.T) {
 // checkSchedule reads the sweep's schedule: its rate, state, target and
 // retry policy.
 func (d *deployment) checkSchedule(t *testing.T) {
+	// Partly circular: moto's CloudFormation cannot create a schedule, so
+	// internal/moto/cloudformation.py creates it from the template's own
+	// properties, and this reads back what it wrote. It proves the wiring
+	// (the target is the deployed sweep, the role resolves, the expression
+	// is the parameter's); the authority on the schedule's settings is the
+	// template-level tests (template_test.go, partitions_test.go).
 	ctx := context.Background()
 	names := d.tpl.OfType("AWS::Scheduler::Schedule")
 	require.Len(t, names, 1, "SAM's ScheduleV2 makes an EventBridge Scheduler schedule")

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/stretchr/testify/assert"
 	"os"
 	"testing"
 	"time"
@@ -59,28 +60,26 @@ func TestDeployedStack_DeliversAndDeadLetters(t *testing.T) {
 	require.NoError(t, err)
 
 	client := sqs.NewFromConfig(cfg)
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queue), WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"}})
-		require.NoError(t, err)
+		require.NoError(c, err)
+		var keys []string
 		for _, m := range got.Messages {
-			if aws.ToString(m.MessageAttributes["outflow.key"].StringValue) == key {
-				return true
-			}
+			keys = append(keys, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
 		}
-		return false
+		require.Contains(c, keys, key)
 	}, 3*time.Minute, time.Second, "the row reaches SQS through the stream mapping or the schedule")
 
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var stdout, stderr bytes.Buffer
 		code := cli.Execute(ctx, []string{"dead", "list", "--queue", "nowhere", "--output", "json", "--table", table}, &stdout, &stderr, os.Getenv)
-		require.Equal(t, cli.ExitOK, code, stderr.String())
+		require.Equal(c, cli.ExitOK, code, stderr.String())
 		var dead []dynamo.DeadRef
-		require.NoError(t, json.Unmarshal(stdout.Bytes(), &dead))
+		require.NoError(c, json.Unmarshal(stdout.Bytes(), &dead))
+		var keys []string
 		for _, d := range dead {
-			if d.Key == key+"-lost" {
-				return true
-			}
+			keys = append(keys, d.Key)
 		}
-		return false
+		require.Contains(c, keys, key+"-lost")
 	}, 3*time.Minute, 2*time.Second, "the unroutable row is a dead letter the CLI lists")
 }
