@@ -259,20 +259,22 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	var sweeps, crashes, refused, released atomic.Int64
 	sweepers := []outbox.Partition{{Index: 0, Count: 2}, {Index: 1, Count: 2}, outbox.Whole}
 	runRound := func(round int, wake []outbox.DueRef) {
+		// Engines are built here, on the test's goroutine, which alone may
+		// stop the test; the goroutines only run them.
 		var wg sync.WaitGroup
 		for w, part := range sweepers {
+			sctx, cancel := context.WithCancel(ctx)
+			ss := &sweeperStore{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), claimed: map[string]bool{}, crash: cancel}
+			e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
+			require.NoError(t, err)
+			if plan.Hit(faults.Crash, round, w) {
+				crashes.Add(1)
+				// Where the crash falls is a function of the seed: rng is
+				// not shared across goroutines.
+				ss.crashAfter = 1 + int((seed+uint64(round*3+w))%40)
+			}
 			wg.Go(func() {
-				sctx, cancel := context.WithCancel(ctx)
 				defer cancel()
-				ss := &sweeperStore{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), claimed: map[string]bool{}, crash: cancel}
-				e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
-				require.NoError(t, err)
-				if plan.Hit(faults.Crash, round, w) {
-					crashes.Add(1)
-					// Where the crash falls is a function of the seed: rng is
-					// not shared across goroutines.
-					ss.crashAfter = 1 + int((seed+uint64(round*3+w))%40)
-				}
 				res, _ := e.SweepPartition(sctx, part)
 				sweeps.Add(1)
 				refused.Add(int64(res.Conflicts))
@@ -287,9 +289,9 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			})
 		}
 		if len(wake) > 0 {
+			e, err := outbox.New(stalls.Store(faults.Store{Store: real, Plan: plan}), sender, policy, outbox.WithClock(clock.Now))
+			require.NoError(t, err)
 			wg.Go(func() {
-				e, err := outbox.New(stalls.Store(faults.Store{Store: real, Plan: plan}), sender, policy, outbox.WithClock(clock.Now))
-				require.NoError(t, err)
 				res, _ := e.DeliverRefs(ctx, wake)
 				refused.Add(int64(res.Conflicts))
 				released.Add(int64(res.Released))
