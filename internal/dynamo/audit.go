@@ -345,9 +345,9 @@ func (a *Audit) move(ctx context.Context, key, shard string, now time.Time) Stra
 		return expression.Set(expression.Name(AttrShard), expression.Value(to))
 	})
 	if isSizeError(err) {
-		err = a.failTooLarge(ctx, op, key, still(), now, nil, err)
+		err = a.failTooLarge(ctx, op, key, still(), now, time.Time{}, err)
 	} else if msg, ok := refusal(err); ok {
-		err = a.failRefused(ctx, op, key, still(), now, nil, outbox.TruncateError("move to its shard refused: "+msg),
+		err = a.failRefused(ctx, op, key, still(), now, time.Time{}, outbox.TruncateError("move to its shard refused: "+msg),
 			"DynamoDB refuses the move", err)
 	}
 	var conflict *outbox.ConflictError

@@ -32,6 +32,7 @@ type item struct {
 	Token      string            `dynamodbav:"claim_token,omitempty"`
 	LeaseUntil int64             `dynamodbav:"lease_until,omitempty"`
 	FailedAt   int64             `dynamodbav:"failed_at,omitempty"`
+	UnsureAt   int64             `dynamodbav:"unsure_at,omitempty"`
 	DeadQueue  string            `dynamodbav:"dead_queue,omitempty"`
 	Errors     []attemptError    `dynamodbav:"errors,omitempty"`
 	LastError  string            `dynamodbav:"last_error,omitempty"`
@@ -68,7 +69,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 	it := item{
 		Key: row.Key, Queue: row.Queue, Attributes: row.Attributes, Group: row.Group,
 		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
-		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil),
+		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil), UnsureAt: ms(row.UnsureAt),
 		LastError: row.LastError, Errors: encodeErrors(row.Errors),
 	}
 	switch row.Status {
@@ -139,6 +140,7 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	row.Token = d.str(AttrToken)
 	row.LeaseUntil = fromMs(d.num(AttrLeaseUntil))
 	row.FailedAt = fromMs(d.num(AttrFailedAt))
+	row.UnsureAt = fromMs(d.num(AttrUnsureAt))
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
 	if serr == nil {

@@ -199,7 +199,7 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 // except prev and seq, which make the link Malformed; an unknown status
 // counts as a dead head.
 func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
-	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt, "#u": AttrUnsure}
+	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt, "#u": AttrUnsureAt}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
 		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a, #n, #d, #u"), ExpressionAttributeNames: names,
@@ -231,11 +231,15 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 			l.FailedAt = fromMs(n)
 		}
 	}
-	// Any value but false counts: a stray value must not let a group pass
-	// a head that may still land.
-	if v, ok := out.Item[AttrUnsure]; ok {
-		b, isBool := v.(*types.AttributeValueMemberBOOL)
-		l.Unsure = !isBool || b.Value
+	// A value that is not a time counts as now: a stray value must not
+	// let a group pass a head that may still land.
+	if v, ok := out.Item[AttrUnsureAt]; ok {
+		l.UnsureAt = time.Now()
+		if n, isNum := v.(*types.AttributeValueMemberN); isNum {
+			if t, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+				l.UnsureAt = fromMs(t)
+			}
+		}
 	}
 	return l, nil
 }

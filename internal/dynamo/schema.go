@@ -41,10 +41,11 @@ const (
 	AttrSeq  = "seq"
 	AttrPrev = "prev"
 	AttrTail = "tail"
-	// AttrUnsure (BOOL true) marks a dead letter whose last attempt's
-	// outcome is unknown: the target may still store it, so under skip
-	// its group waits outbox.Policy.UnsureWait past failed_at.
-	AttrUnsure = "unsure"
+	// AttrUnsureAt (N, ms) is outbox.Row.UnsureAt: the latest time a send
+	// of the row ended with its outcome unknown, or a claim of it lapsed.
+	// Under skip, a dead letter's group waits outbox.Policy.UnsureWait
+	// past it. Set, never removed, a redrive included.
+	AttrUnsureAt = "unsure_at"
 	// AttrErrorsUnreadable keeps an error history a quarantine found in a
 	// form it could not append to.
 	AttrErrorsUnreadable = "errors_unreadable"

@@ -92,7 +92,7 @@ func Growth(queue string) int {
 		len(AttrStatus) + len(outbox.StatusPending) +
 		len(AttrErrors) + 3 + (outbox.ErrorHistory+1)*entry +
 		len(AttrLastError) + outbox.MaxErrorBytes +
-		len(AttrFailedAt) + numMax + len(AttrDeadQueue) + len(deadQueue(queue)) + len(AttrUnsure) + 1 +
+		len(AttrFailedAt) + numMax + len(AttrDeadQueue) + len(deadQueue(queue)) + len(AttrUnsureAt) + numMax +
 		len(AttrDoneAt) + numMax + len(AttrExpiresAt) + numMax + len(AttrRedrivenAt) + numMax
 	return n
 }
@@ -103,7 +103,7 @@ const claimGrowth = len(AttrToken) + 26 + len(AttrLeaseUntil) + numMax + len(Att
 // deliveryState are the attributes Growth makes room for: what Outflow adds to
 // a row after staging.
 var deliveryState = []string{
-	AttrToken, AttrLeaseUntil, AttrClaimedAt, AttrErrors, AttrLastError, AttrFailedAt, AttrDeadQueue, AttrUnsure,
+	AttrToken, AttrLeaseUntil, AttrClaimedAt, AttrErrors, AttrLastError, AttrFailedAt, AttrDeadQueue, AttrUnsureAt,
 	AttrDoneAt, AttrExpiresAt, AttrRedrivenAt,
 }
 

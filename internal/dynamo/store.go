@@ -126,7 +126,7 @@ func (s *Store) StageInput(row outbox.Row, now time.Time) (*dynamodb.PutItemInpu
 	if row.NotBefore.After(now) {
 		row.DueAt = row.NotBefore
 	}
-	row.Token, row.LeaseUntil, row.FailedAt, row.Errors, row.LastError = "", time.Time{}, time.Time{}, nil, ""
+	row.Token, row.LeaseUntil, row.FailedAt, row.UnsureAt, row.Errors, row.LastError = "", time.Time{}, time.Time{}, time.Time{}, nil, ""
 	av, err := Encode(row, s.cfg.Shards)
 	if err != nil {
 		return nil, err
@@ -244,28 +244,41 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 	// claimed (it is quarantined), and its type checks make a foreign item
 	// with, say, a non-numeric attempt or lease fail the condition cleanly
 	// (moto errors on a comparison of mismatched types).
-	cond := validState(now).
-		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs))).
-		And(expression.Name(AttrAttempt).LessThan(expression.Value(maxAttempts))).
-		And(claimable)
+	cond := func(state expression.ConditionBuilder) expression.ConditionBuilder {
+		return validState(now).
+			And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs))).
+			And(expression.Name(AttrAttempt).LessThan(expression.Value(maxAttempts))).
+			And(state)
+	}
 	token := rand.Text()
-	upd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusClaimed)).
-		Set(expression.Name(AttrToken), expression.Value(token)).
-		Set(expression.Name(AttrLeaseUntil), expression.Value(now.Add(lease).UnixMilli())).
-		Set(expression.Name(AttrClaimedAt), expression.Value(nowMs)).
-		Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Plus(expression.Value(1)))
-	out, err := s.update(ctx, "claim", key, cond, upd, types.ReturnValueAllNew)
+	upd := func() expression.UpdateBuilder {
+		return expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusClaimed)).
+			Set(expression.Name(AttrToken), expression.Value(token)).
+			Set(expression.Name(AttrLeaseUntil), expression.Value(now.Add(lease).UnixMilli())).
+			Set(expression.Name(AttrClaimedAt), expression.Value(nowMs)).
+			Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Plus(expression.Value(1)))
+	}
+	out, err := s.update(ctx, "claim", key, cond(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending))), upd(), types.ReturnValueAllNew)
+	var lapsed *outbox.ConflictError
+	if errors.As(err, &lapsed) && lapsed.Malformed == "" && lapsed.Current != nil && lapsed.Current.Status == outbox.StatusClaimed &&
+		lapsed.Current.LeaseUntil.Before(now) {
+		// Another claim lapsed: its holder may have sent the row up to its
+		// lease's end, with no answer recorded. The claim that takes over
+		// says so (UnsureAt), at the price of the refused write above,
+		// which only a lapsed claim costs.
+		out, err = s.update(ctx, "claim", key, cond(lapsedLease(nowMs)), withUnsureAt(upd(), now), types.ReturnValueAllNew)
+	}
 	if isSizeError(err) {
 		// The item cannot take even the claim: it can never be delivered.
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
-		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, nil, err)
+		return outbox.Row{}, s.failTooLarge(ctx, "claim", key, claimable, now, time.Time{}, err)
 	}
 	if msg, ok := refusal(err); ok {
 		// DynamoDB refuses this claim for good (say, attempt + 1 needs
 		// more than 38 digits): retrying it every sweep would hold the
 		// row for ever, so it is dead-lettered with DynamoDB's reason.
 		claimable := expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)).And(claimable)
-		return outbox.Row{}, s.failRefused(ctx, "claim", key, claimable, now, nil, outbox.TruncateError("claim refused: "+msg),
+		return outbox.Row{}, s.failRefused(ctx, "claim", key, claimable, now, time.Time{}, outbox.TruncateError("claim refused: "+msg),
 			"DynamoDB refuses the claim", err)
 	}
 	var conflict *outbox.ConflictError
@@ -334,22 +347,23 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
 		Set(expression.Name(AttrShard), s.shardIfMissing(row)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	upd = withUnsureAt(upd, row.UnsureAt)
 	_, err := s.update(ctx, "retry", row.Key, holds(row), upd, types.ReturnValueNone)
 	if isSizeError(err) {
 		now := time.Now()
 		if len(history) > 0 {
 			now = history[len(history)-1].At
 		}
-		return s.failTooLarge(ctx, "retry", row.Key, holds(row), now, history, err)
+		return s.failTooLarge(ctx, "retry", row.Key, holds(row), now, row.UnsureAt, err)
 	}
 	return err
 }
 
 // DeadLetter implements outbox.Store.
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
-	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
+	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder { return failUpdate(row.Queue, now, row.UnsureAt, history) })
 	if isSizeError(err) {
-		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, history, err)
+		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, row.UnsureAt, err)
 	}
 	return err
 }
@@ -361,9 +375,9 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 	stranded := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
-	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder { return failUpdate(row.Queue, now, history) })
+	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder { return failUpdate(row.Queue, now, row.UnsureAt, history) })
 	if isSizeError(err) {
-		return s.failTooLarge(ctx, "expire", row.Key, cond, now, history, err)
+		return s.failTooLarge(ctx, "expire", row.Key, cond, now, row.UnsureAt, err)
 	}
 	return err
 }
@@ -377,7 +391,7 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 	entry := encodeErrors([]outbox.AttemptError{{At: now, Message: reason}})
 	errs := expression.Name(AttrErrors)
 	listOrNone := expression.AttributeNotExists(errs).Or(errs.AttributeType(expression.List))
-	upd := failUpdate("", now, nil).
+	upd := failUpdate("", now, time.Time{}, nil).
 		Set(errs, expression.ListAppend(expression.IfNotExists(errs, expression.Value([]attemptError{})), expression.Value(entry))).
 		Set(expression.Name(AttrLastError), expression.Value(reason)).
 		Set(expression.Name(AttrAttempt), expression.Value(0))
@@ -385,7 +399,7 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 	var conflict *outbox.ConflictError
 	if errors.As(err, &conflict) && conflict.Malformed != "" {
 		// Malformed, with a history that is not a list: keep it aside.
-		upd := failUpdate("", now, nil).
+		upd := failUpdate("", now, time.Time{}, nil).
 			Set(expression.Name(AttrErrorsUnreadable), errs).
 			Set(errs, expression.Value(entry)).
 			Set(expression.Name(AttrLastError), expression.Value(reason)).
@@ -394,7 +408,7 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 		_, err = s.update(ctx, "quarantine", key, cond, upd, types.ReturnValueNone)
 	}
 	if isSizeError(err) {
-		return s.failTooLarge(ctx, "quarantine", key, malformed, now, nil, err)
+		return s.failTooLarge(ctx, "quarantine", key, malformed, now, time.Time{}, err)
 	}
 	return err
 }
@@ -406,19 +420,18 @@ func (s *Store) Quarantine(ctx context.Context, key string, now time.Time, reaso
 // queue name is long. If even that does not fit, the row leaves the due
 // index as failed without the dead-index keys, so it stops costing a
 // refused write per sweep; the error says so, and names the key.
-func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, history []outbox.AttemptError, cause error) error {
+func (s *Store) failTooLarge(ctx context.Context, op, key string, cond expression.ConditionBuilder, now, unsureAt time.Time, cause error) error {
 	// The reason is short on purpose: it must fit where the transition
 	// did not. The error returned gives the detail.
-	return s.failRefused(ctx, op, key, cond, now, history, fmt.Sprintf("%s: %s", ErrItemTooLarge, op),
+	return s.failRefused(ctx, op, key, cond, now, unsureAt, fmt.Sprintf("%s: %s", ErrItemTooLarge, op),
 		fmt.Sprintf("the %s would pass DynamoDB's item size limit", op), cause)
 }
 
 // failRefused dead-letters a row whose transition DynamoDB refused for
 // good (cause), as failTooLarge describes, storing reason; why says, in the
-// error returned, what was refused. history is the one the transition
-// would have stored, if any: only whether its last attempt ended unsure
-// is kept (see markUnsure).
-func (s *Store) failRefused(ctx context.Context, op, key string, cond expression.ConditionBuilder, now time.Time, history []outbox.AttemptError, reason, why string, cause error) error {
+// error returned, what was refused. unsureAt is the row's UnsureAt, kept
+// (see withUnsureAt).
+func (s *Store) failRefused(ctx context.Context, op, key string, cond expression.ConditionBuilder, now, unsureAt time.Time, reason, why string, cause error) error {
 	queue := ""
 	if out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
@@ -435,9 +448,9 @@ func (s *Store) failRefused(ctx context.Context, op, key string, cond expression
 			Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
 			Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil)).Remove(expression.Name(AttrClaimedAt))
 	}
-	dead := markUnsure(leaveDue().Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
+	dead := withUnsureAt(leaveDue().Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
-		Set(expression.Name(AttrLastError), expression.Value(reason)), history)
+		Set(expression.Name(AttrLastError), expression.Value(reason)), unsureAt)
 	_, err := s.update(ctx, op+" (too large)", key, cond, dead, types.ReturnValueNone)
 	if err == nil {
 		return fmt.Errorf("%w: %s: %s: %s (after: %w)", outbox.ErrDeadLettered, key, reason, why, cause)
@@ -484,7 +497,7 @@ func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
 			Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
 			Set(expression.Name(AttrShard), expression.Value(shard)).
 			Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
-			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue)).Remove(expression.Name(AttrUnsure))
+			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
 	}
 	return s.placing(ctx, "redrive", key, cond, upd)
 }
@@ -509,24 +522,25 @@ func (s *Store) keepingHistory(ctx context.Context, op, key string, cond express
 	return err
 }
 
-// failUpdate moves a row from the due index to the dead index, marked
-// unsure if the last attempt in history ended so.
-func failUpdate(queue string, now time.Time, history []outbox.AttemptError) expression.UpdateBuilder {
+// failUpdate moves a row from the due index to the dead index, keeping
+// unsureAt (see withUnsureAt).
+func failUpdate(queue string, now, unsureAt time.Time, history []outbox.AttemptError) expression.UpdateBuilder {
 	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusFailed)), history).
 		Set(expression.Name(AttrFailedAt), expression.Value(now.UnixMilli())).
 		Set(expression.Name(AttrDeadQueue), expression.Value(deadQueue(queue))).
 		Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
-	return markUnsure(upd, history)
+	return withUnsureAt(upd, unsureAt)
 }
 
-// markUnsure sets AttrUnsure when the last attempt in history ended
-// unsure, and removes it otherwise.
-func markUnsure(upd expression.UpdateBuilder, history []outbox.AttemptError) expression.UpdateBuilder {
-	if len(history) > 0 && history[len(history)-1].Unsure {
-		return upd.Set(expression.Name(AttrUnsure), expression.Value(true))
+// withUnsureAt sets AttrUnsureAt to the row's UnsureAt, if it has one. It
+// is never removed: a request of unknown outcome can land whatever the
+// row's later attempts did.
+func withUnsureAt(upd expression.UpdateBuilder, unsureAt time.Time) expression.UpdateBuilder {
+	if unsureAt.IsZero() {
+		return upd
 	}
-	return upd.Remove(expression.Name(AttrUnsure))
+	return upd.Set(expression.Name(AttrUnsureAt), expression.Value(unsureAt.UnixMilli()))
 }
 
 func withHistory(upd expression.UpdateBuilder, history []outbox.AttemptError) expression.UpdateBuilder {

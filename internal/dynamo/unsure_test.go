@@ -10,54 +10,60 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// TestDeadLetter_MarksALastAttemptOfUnknownOutcomeForTheHeadCheck: the
-// head check reads whether a dead letter's last attempt ended unsure, so
-// that under skip its group waits until no copy of it can land. A definite
-// last failure leaves no mark, an expire keeps the history's, and a
-// redrive clears it.
-func TestDeadLetter_MarksALastAttemptOfUnknownOutcomeForTheHeadCheck(t *testing.T) {
+// TestStore_KeepsTheLatestUnsureSendForTheHeadCheck: the head check reads
+// when a row's last send of unknown outcome was (unsure_at), so that under
+// skip its group waits until no copy of it can land. A retry and a dead
+// letter store the row's UnsureAt; a later definite failure, and a
+// redrive, keep it; a claim that takes over a lapsed claim sets it (the
+// lapsed holder may have sent the row).
+func TestStore_KeepsTheLatestUnsureSendForTheHeadCheck(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name   string
-		settle func(s storeSettler, row outbox.Row, hist []outbox.AttemptError) error
-		unsure bool
-	}{
-		{"dead-lettered after a timeout", func(s storeSettler, row outbox.Row, h []outbox.AttemptError) error {
-			return s.DeadLetter(context.Background(), row, t0, h)
-		}, true},
-		{"dead-lettered after a refusal", func(s storeSettler, row outbox.Row, h []outbox.AttemptError) error {
-			return s.DeadLetter(context.Background(), row, t0, h)
-		}, false},
-		{"expired with a lapsed lease", func(s storeSettler, row outbox.Row, h []outbox.AttemptError) error {
-			return s.Expire(context.Background(), row, t0.Add(2*lease), 1, h)
-		}, true},
+	ctx := context.Background()
+	unsureAt := func(t *testing.T, s interface {
+		Link(context.Context, string) (outbox.Link, error)
+	}, key string) time.Time {
+		t.Helper()
+		l, err := s.Link(ctx, key)
+		require.NoError(t, err)
+		return l.UnsureAt
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			s := newStore(t, 0)
-			stage(t, s, "p")
-			row := claim(t, s, "p", t0)
-			hist := []outbox.AttemptError{{At: t0, Attempt: 1, Message: "first", Unsure: !tt.unsure}, {At: t0, Attempt: 1, Message: "last", Unsure: tt.unsure}}
-			require.NoError(t, tt.settle(s, row, hist))
 
-			l, err := s.Link(ctx, "p")
-			require.NoError(t, err)
-			require.Equal(t, outbox.StatusFailed, l.Status)
-			require.Equal(t, tt.unsure, l.Unsure)
-			require.Equal(t, tt.unsure, get(t, s, "p").Errors[1].Unsure, "the history keeps each attempt's mark")
+	t.Run("retry, then a definite dead letter, then a redrive", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t, 0)
+		stage(t, s, "p")
+		row := claim(t, s, "p", t0)
+		row.UnsureAt = t0.Add(time.Second) // attempt 1 timed out
+		require.NoError(t, s.Retry(ctx, row, t0.Add(2*time.Second), nil))
+		require.Equal(t, t0.Add(time.Second), unsureAt(t, s, "p"))
 
-			require.NoError(t, s.Redrive(ctx, "p", t0.Add(time.Hour)))
-			l, err = s.Link(ctx, "p")
-			require.NoError(t, err)
-			require.False(t, l.Unsure, "a redriven row starts afresh")
-		})
-	}
-}
+		row = claim(t, s, "p", t0.Add(3*time.Second))
+		require.Equal(t, t0.Add(time.Second), row.UnsureAt, "the claim reads it back")
+		require.NoError(t, s.DeadLetter(ctx, row, t0.Add(4*time.Second), nil)) // attempt 2 refused: UnsureAt unchanged
+		require.Equal(t, t0.Add(time.Second), unsureAt(t, s, "p"), "a definite failure later does not hide it")
 
-// storeSettler is the part of the store the table above settles with.
-type storeSettler interface {
-	DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error
-	Expire(ctx context.Context, row outbox.Row, now time.Time, maxAttempts int, history []outbox.AttemptError) error
+		require.NoError(t, s.Redrive(ctx, "p", t0.Add(5*time.Second)))
+		require.Equal(t, t0.Add(time.Second), unsureAt(t, s, "p"), "nor does a redrive")
+	})
+
+	t.Run("a claim that takes over a lapsed claim", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t, 0)
+		stage(t, s, "p")
+		claim(t, s, "p", t0)
+		require.True(t, unsureAt(t, s, "p").IsZero(), "a first claim sets nothing")
+		later := t0.Add(lease + time.Second)
+		row := claim(t, s, "p", later)
+		require.Equal(t, later, row.UnsureAt)
+		require.Equal(t, later, unsureAt(t, s, "p"))
+	})
+
+	t.Run("never unsure", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t, 0)
+		stage(t, s, "p")
+		row := claim(t, s, "p", t0)
+		require.NoError(t, s.DeadLetter(ctx, row, t0, []outbox.AttemptError{{At: t0, Attempt: 1, Message: "refused"}}))
+		require.True(t, unsureAt(t, s, "p").IsZero())
+	})
 }

@@ -170,5 +170,16 @@ func (e *Engine) failure(row Row, now time.Time, err error) []AttemptError {
 	return row.withError(AttemptError{At: now, Attempt: row.Attempt, Message: err.Error(), Unsure: !Definite(err)})
 }
 
+// unsureAfter is row after an attempt that failed at now with err: its
+// UnsureAt moved to now unless err is definite. A request of unknown
+// outcome can land long after a later attempt failed definitely, so the
+// row keeps the time whatever comes after.
+func unsureAfter(row Row, now time.Time, err error) Row {
+	if !Definite(err) {
+		row.UnsureAt = now
+	}
+	return row
+}
+
 // errMalformed prefixes the reason of rows that cannot be read.
 var errMalformed = errors.New("malformed")

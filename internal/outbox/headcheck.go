@@ -228,28 +228,26 @@ func (r *run) mayLead(row Row) bool {
 	return row.Seq > 0 || row.Prev != "" || listed
 }
 
-// deadLink is the link of row as a dead letter whose last attempt ended
-// as unsure says.
-func deadLink(row Row, unsure bool) Link {
-	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, Unsure: unsure}
+// deadLink is the link of row as a dead letter.
+func deadLink(row Row) Link {
+	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, UnsureAt: row.UnsureAt}
 }
 
-// deadSettles reports whether a dead letter of this row, whose last
-// attempt ended as unsure says, lets its group go at once: under skip,
-// after a definite refusal, unless the row is malformed (its place may be
-// unknown; a later sweep reads its link and decides).
-func (r *run) deadSettles(row Row, unsure bool) bool {
+// deadSettles reports whether a dead letter of this row lets its group go
+// now: under skip, once no unsure send of it can land, unless the row is
+// malformed (its place may be unknown; a later sweep reads its link and
+// decides).
+func (r *run) deadSettles(row Row) bool {
 	dh, _ := r.headPolicy(row.Queue)
-	return deadLink(row, unsure).Settles(dh)
+	return deadLink(row).SettlesAt(dh, r.now(), r.policy.UnsureWait())
 }
 
-// deadWaits reports whether a dead letter of row, whose last attempt
-// ended as unsure says, holds its group only until that attempt can no
-// longer land (see Policy.UnsureWait): the rows behind it are left for a
-// later run, not blocked.
-func (r *run) deadWaits(row Row, unsure bool) bool {
+// deadWaits reports whether a dead letter of row holds its group only
+// until its unsure sends can no longer land (see Policy.UnsureWait): the
+// rows behind it are left for a later run, not blocked.
+func (r *run) deadWaits(row Row) bool {
 	dh, _ := r.headPolicy(row.Queue)
-	return deadLink(row, unsure).waitsOut(dh)
+	return deadLink(row).waitsOut(dh)
 }
 
 // recheck reads, after a pass, each predecessor the run parked rows behind

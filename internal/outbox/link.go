@@ -38,11 +38,12 @@ type Link struct {
 	// unknown, so it never lets a successor go, under either policy: its
 	// dead letter blocks until an operator purges it.
 	Malformed string
-	// Unsure says the dead letter's last attempt ended with its outcome
-	// unknown (see Definite): the target may still store that request.
-	// Under skip its successors wait until FailedAt is older than
-	// Policy.UnsureWait, so a late copy of it cannot land after them.
-	Unsure bool
+	// UnsureAt is the row's Row.UnsureAt: the latest time one of its
+	// sends ended with its outcome unknown, or a claim of it lapsed; zero
+	// if never. The target may still store such a request: under skip,
+	// the row's successors wait until UnsureAt is Policy.UnsureWait old,
+	// so a late copy of it cannot land after them.
+	UnsureAt time.Time
 }
 
 // HeadPolicy is the dead-head policy of the route queue under ordered (the
@@ -74,8 +75,8 @@ func DeadLetterBlocks(ordered map[string]DeadHead, l Link) bool {
 
 // Settles reports whether a predecessor in the state l lets its successor
 // go, under the dead-head policy dh: it is gone (delivered, or purged),
-// done, or a dead letter whose last attempt was definitely refused and dh
-// is skip. A state no writer of Outflow's leaves counts as a dead letter:
+// done, or a dead letter none of whose sends ever ended unsure and dh is
+// skip. A state no writer of Outflow's leaves counts as a dead letter:
 // the row cannot go on. An unsure dead letter under skip settles only
 // once its wait is over, which SettlesAt says.
 func (l Link) Settles(dh DeadHead) bool {
@@ -85,22 +86,21 @@ func (l Link) Settles(dh DeadHead) bool {
 	if l.Status == StatusPending || l.Status == StatusClaimed || l.Malformed != "" {
 		return false
 	}
-	return dh == DeadHeadSkip && !l.Unsure
+	return dh == DeadHeadSkip && l.UnsureAt.IsZero()
 }
 
 // SettlesAt reports whether a predecessor in the state l lets its
 // successor go at now, under dh: Settles, or a dead letter under skip
-// whose unsure last attempt failed at least wait before now (see
+// whose last unsure send was at least wait before now (see
 // Policy.UnsureWait).
 func (l Link) SettlesAt(dh DeadHead, now time.Time, wait time.Duration) bool {
-	return l.Settles(dh) || (l.waitsOut(dh) && !now.Before(l.FailedAt.Add(wait)))
+	return l.Settles(dh) || (l.waitsOut(dh) && !now.Before(l.UnsureAt.Add(wait)))
 }
 
-// waitsOut reports whether l is a dead letter under skip whose last
-// attempt ended unsure: its group waits, for a bounded time, rather than
-// blocks.
+// waitsOut reports whether l is a dead letter under skip a send of which
+// ended unsure: its group waits, for a bounded time, rather than blocks.
 func (l Link) waitsOut(dh DeadHead) bool {
-	return l.Found && l.Status == StatusFailed && l.Malformed == "" && l.Unsure && dh == DeadHeadSkip
+	return l.Found && l.Status == StatusFailed && l.Malformed == "" && !l.UnsureAt.IsZero() && dh == DeadHeadSkip
 }
 
 // Blocks reports whether a predecessor in the state l holds its successor

@@ -10,15 +10,19 @@ import (
 )
 
 // TestLink_AnUnsureDeadHeadUnderSkipWaitsItsTimeThenSettles: a dead head
-// whose last attempt ended unsure neither settles nor blocks under skip
-// until UnsureWait has passed since it failed; under block it blocks as
-// any dead head does; a definite one settles at once under skip.
+// a send of which ended unsure neither settles nor blocks under skip until
+// UnsureWait has passed since that send; under block it blocks as any dead
+// head does; one never unsure settles at once under skip.
 func TestLink_AnUnsureDeadHeadUnderSkipWaitsItsTimeThenSettles(t *testing.T) {
 	t.Parallel()
 	failed := time.UnixMilli(1_800_000_000_000)
 	wait := outbox.DefaultPolicy().UnsureWait()
 	dead := func(unsure bool) outbox.Link {
-		return outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: "q.fifo", Seq: 1, FailedAt: failed, Unsure: unsure}
+		l := outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: "q.fifo", Seq: 1, FailedAt: failed.Add(time.Minute)}
+		if unsure {
+			l.UnsureAt = failed // an earlier attempt's send; the row failed later
+		}
+		return l
 	}
 	tests := []struct {
 		name    string

@@ -69,6 +69,12 @@ type Row struct {
 	Token      string
 	LeaseUntil time.Time
 	FailedAt   time.Time
+	// UnsureAt is the latest time a send of this row ended with its
+	// outcome unknown (see Definite), or a claim of it lapsed (its holder
+	// may have sent it up to the lease's end); zero if never. It is kept
+	// for the row's life, redrives included: a request stored late can
+	// land until UnsureAt plus Policy.UnsureWait.
+	UnsureAt time.Time
 	// Errors is the recent attempt history, oldest first.
 	Errors    []AttemptError
 	LastError string
@@ -86,14 +92,9 @@ type AttemptError struct {
 	Message string
 	// Unsure says the attempt's outcome is unknown: the send failed in a
 	// way that does not prove the target did not store it (see Definite).
-	// Only the last entry of a dead letter's history matters: under skip,
-	// its group waits out Policy.UnsureWait before it moves on.
+	// It is for operators reading the history; the rule reads
+	// Row.UnsureAt, which no later attempt can hide.
 	Unsure bool
-}
-
-// lastUnsure reports whether the last attempt in hist ended unsure.
-func lastUnsure(hist []AttemptError) bool {
-	return len(hist) > 0 && hist[len(hist)-1].Unsure
 }
 
 // ErrorHistory is how many attempt errors a row keeps; older ones are

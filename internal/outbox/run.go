@@ -331,15 +331,13 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 		r.holdRow(c.Key, settledHold(ref.CreatedAt))
 		return true
 	case c.Current != nil && c.Current.expirable(now, r.policy.MaxAttempts):
-		reason := "attempt budget spent"
-		// A lapsed claim may have been sent up to its lease's end: its
-		// outcome is unknown, as is that of a last attempt that was.
-		unsure := lastUnsure(c.Current.Errors)
-		if c.Current.Status == StatusClaimed {
-			reason, unsure = "lease expired on final attempt", true
+		cur, reason, unsure := *c.Current, "attempt budget spent", false
+		if cur.Status == StatusClaimed {
+			// The lapsed claim may have been sent up to its lease's end.
+			reason, unsure, cur.UnsureAt = "lease expired on final attempt", true, now
 		}
-		hist := c.Current.withError(AttemptError{At: now, Attempt: c.Current.Attempt, Message: reason, Unsure: unsure})
-		err := r.store.Expire(ctx, *c.Current, now, r.policy.MaxAttempts, hist)
+		hist := cur.withError(AttemptError{At: now, Attempt: cur.Attempt, Message: reason, Unsure: unsure})
+		err := r.store.Expire(ctx, cur, now, r.policy.MaxAttempts, hist)
 		r.count(ctx, "expire", c.Key, err, &r.t.expired)
 		r.holdRow(c.Key, settledHold(ref.CreatedAt))
 		return true
@@ -497,16 +495,15 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, err == nil, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
-		// A final attempt whose outcome is unknown may still land: under
-		// skip, the group waits it out instead of moving on now.
-		unsure := !Definite(sendErr)
-		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure", unsure, "error", sendErr)
+		row = unsureAfter(row, now, sendErr)
+		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
 		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		written := err == nil || errors.Is(err, ErrDeadLettered)
-		r.settledFor(row, written && r.deadSettles(row, unsure), !(written && r.deadWaits(row, unsure)))
+		r.settledFor(row, written && r.deadSettles(row), !(written && r.deadWaits(row)))
 	default:
+		row = unsureAfter(row, now, sendErr)
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
 		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
