@@ -31,6 +31,9 @@ type modelRow struct {
 	// seq and prev place a row staged in order in the test's group.
 	seq  int64
 	prev string
+	// unsure: a claim took over a lapsed claim of the row, whose holder
+	// may have sent it (unsure_at is set, and kept).
+	unsure bool
 }
 
 // held is a claim some worker holds, perhaps long stale.
@@ -112,6 +115,7 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 				row, err := s.Claim(ctx, k, now, lease, max)
 				expect("claim "+k, ok, err)
 				if ok {
+					m.unsure = m.unsure || m.status == outbox.StatusClaimed
 					m.status, m.attempt, m.token, m.leaseUntil = outbox.StatusClaimed, m.attempt+1, row.Token, now.Add(lease)
 					claims = append(claims, held{key: k, row: row})
 				}
@@ -217,10 +221,12 @@ func TestStateMachine_ConditionsMatchTheModel(t *testing.T) {
 						require.Equal(rt, m.status, link.Status, k)
 						require.Equal(rt, m.prev, link.Prev, k)
 					}
+					require.Equal(rt, m.exists && m.unsure, !link.UnsureAt.IsZero(), "%s: unsure_at after a lapsed claim", k)
 					// The model's head rule: a successor may go when this
-					// row is gone or done, or failed and the policy skips.
+					// row is gone or done, or failed and the policy skips
+					// and no lapsed claim of it may yet land.
 					for _, dh := range []outbox.DeadHead{outbox.DeadHeadBlock, outbox.DeadHeadSkip} {
-						want := !m.exists || m.status == outbox.StatusDone || m.status == outbox.StatusFailed && dh == outbox.DeadHeadSkip
+						want := !m.exists || m.status == outbox.StatusDone || m.status == outbox.StatusFailed && dh == outbox.DeadHeadSkip && !m.unsure
 						require.Equal(rt, want, link.Settles(dh), "%s %s under %s", k, m.status, dh)
 					}
 				}
