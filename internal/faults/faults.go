@@ -54,11 +54,25 @@ type Plan struct {
 	enabled  bool
 	counts   map[Kind]int
 	affected map[string]int // key -> faults that could cause a duplicate send
+	calls    map[string]int // site -> calls made there so far (see nth)
 }
 
 // NewPlan returns an enabled plan.
 func NewPlan(seed uint64, rates map[Kind]float64) *Plan {
-	return &Plan{Seed: seed, Rates: rates, MaxDelay: 20 * time.Millisecond, enabled: true, counts: map[Kind]int{}, affected: map[string]int{}}
+	return &Plan{Seed: seed, Rates: rates, MaxDelay: 20 * time.Millisecond, enabled: true, counts: map[Kind]int{}, affected: map[string]int{}, calls: map[string]int{}}
+}
+
+// nth counts a call at site (an operation and a key) and returns its
+// number, from 1: the identity of a call that carries no attempt of its
+// own (a claim, a head check's read), so each draws its own decision and a
+// run whose calls come in the same order draws the same ones. Neither the
+// wall clock nor the run's clock, whose start differs from run to run,
+// can stand in for it.
+func (p *Plan) nth(site string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[site]++
+	return p.calls[site]
 }
 
 // Stop turns every fault off, for the drain after a soak.

@@ -46,7 +46,7 @@ func (s Store) after(op string, row outbox.Row, err error) error {
 // Claim implements outbox.Store; a claim can be applied yet reported
 // failed, which loses the attempt like a crash.
 func (s Store) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (outbox.Row, error) {
-	if s.Plan.Hit(Throttle, "claim", key, now.UnixNano()) {
+	if s.Plan.Hit(Throttle, "claim", key, s.Plan.nth("claim "+key)) {
 		return outbox.Row{}, injected(Throttle)
 	}
 	row, err := s.Store.Claim(ctx, key, now, lease, maxAttempts)
@@ -90,7 +90,7 @@ func (s Store) Release(ctx context.Context, row outbox.Row) error {
 
 // Link implements outbox.Store; the head check's read can be throttled.
 func (s Store) Link(ctx context.Context, key string) (outbox.Link, error) {
-	if s.Plan.Hit(Throttle, "link", key, time.Now().UnixNano()) {
+	if s.Plan.Hit(Throttle, "link", key, s.Plan.nth("link "+key)) {
 		return outbox.Link{}, injected(Throttle)
 	}
 	return s.Store.Link(ctx, key)

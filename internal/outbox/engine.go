@@ -17,6 +17,12 @@ type Engine struct {
 	policy    Policy
 	now       func() time.Time
 	log       *slog.Logger
+	// serial runs each call on its caller's goroutine, one request at a
+	// time, in an order that depends only on the seed of what the store
+	// and the deliverer answer, never on the scheduler: a simulation that
+	// interleaves engines by a seed then replays exactly. Tests set it
+	// (WithSerial in export_test.go); production runs in parallel.
+	serial bool
 }
 
 // Option configures an Engine.

@@ -292,8 +292,8 @@ func (r *run) nextInGroups(ctx context.Context) {
 
 // emit is a pass source that hands on refs, in order, holding them all
 // first, so a row behind another of them parks rather than waits.
-func (r *run) emit(refs []DueRef) func(context.Context, chan<- DueRef) {
-	return func(ctx context.Context, out chan<- DueRef) {
+func (r *run) emit(refs []DueRef) source {
+	return func(ctx context.Context, give func(DueRef) bool) {
 		for _, ref := range refs {
 			r.order.hold(ref)
 		}
@@ -303,9 +303,7 @@ func (r *run) emit(refs []DueRef) func(context.Context, chan<- DueRef) {
 			if i%r.policy.PageSize == 0 {
 				r.paged()
 			}
-			select {
-			case out <- ref:
-			case <-ctx.Done():
+			if !give(ref) {
 				return
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -87,6 +89,31 @@ func (l *ledger) unsettled() []string {
 		}
 	}
 	return keys
+}
+
+// digest is a hash of what the ledger recorded, key by key: the place in
+// the one order of every claim, send and settle (with its op). Two runs
+// with the same digest made the same requests in the same order; tokens,
+// which are random, are left out.
+func (l *ledger) digest() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := slices.Concat(slices.Collect(maps.Keys(l.claims)), slices.Collect(maps.Keys(l.settles)),
+		slices.Collect(maps.Keys(l.sends)), slices.Collect(maps.Keys(l.maybe)))
+	slices.Sort(keys)
+	h := fnv.New64a()
+	for _, key := range slices.Compact(keys) {
+		fmt.Fprintf(h, "%s|claims", key)
+		for _, c := range l.claims[key] {
+			fmt.Fprintf(h, " %d", c.seq)
+		}
+		fmt.Fprintf(h, "|sends %v|maybe %v|settles", l.sends[key], l.maybe[key])
+		for _, st := range l.settles[key] {
+			fmt.Fprintf(h, " %d %s %t", st.seq, st.op, st.final)
+		}
+		fmt.Fprintln(h)
+	}
+	return fmt.Sprintf("%016x (%d events)", h.Sum64(), l.seq)
 }
 
 // recStore records the real store's successful transitions.

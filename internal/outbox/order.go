@@ -284,7 +284,8 @@ func (o *order) letGo(key string) {
 }
 
 // unheld returns the keys rows are parked behind that the run does not
-// hold: pending predecessors it has not been given.
+// hold: pending predecessors it has not been given, sorted, so the rows
+// requeued behind them go in an order the map does not choose.
 func (o *order) unheld() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -294,6 +295,7 @@ func (o *order) unheld() []string {
 			keys = append(keys, key)
 		}
 	}
+	slices.Sort(keys)
 	return keys
 }
 

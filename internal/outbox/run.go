@@ -78,10 +78,18 @@ func (r *run) finish(stopped string) Result {
 	return res
 }
 
-// pass runs the pipeline once over what source emits: claim in parallel,
+// source hands a pass the rows to claim, calling give for each in turn
+// until it has no more or give returns false (the pass must stop).
+type source func(ctx context.Context, give func(DueRef) bool)
+
+// pass runs the pipeline once over what src gives: claim in parallel,
 // batch per queue, send and settle in parallel. It returns when every row it
 // claimed is settled, released, or (if ctx ended) left to its lease.
-func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueRef)) {
+func (r *run) pass(ctx context.Context, src source) {
+	if r.serial {
+		r.serialPass(ctx, src)
+		return
+	}
 	conc := r.policy.Concurrency
 	refs := make(chan DueRef, r.policy.PageSize)
 	claimed := make(chan Row, conc)
@@ -89,7 +97,14 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 
 	go func() {
 		defer close(refs)
-		source(ctx, refs)
+		src(ctx, func(ref DueRef) bool {
+			select {
+			case refs <- ref:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
 	}()
 
 	var claimers sync.WaitGroup
@@ -123,31 +138,70 @@ func (r *run) pass(ctx context.Context, source func(context.Context, chan<- DueR
 	senders.Wait()
 }
 
-// queryShards is a source that emits the due rows of the given shards,
-// shards in parallel, each paged oldest first, until the shard is
-// exhausted or the run must stop.
-func (r *run) queryShards(shards []int) func(context.Context, chan<- DueRef) {
-	return func(ctx context.Context, out chan<- DueRef) {
-		var wg sync.WaitGroup
-		for _, shard := range shards {
-			wg.Go(func() {
-				var after *DueRef
-				for ctx.Err() == nil && !r.budgetSpent() && !r.pastClaimStop() {
-					more, ok := r.queryPage(ctx, shard, &after, out)
-					if !ok || !more {
-						return
-					}
+// serialPass is pass on the caller's goroutine alone, one request at a
+// time in an order that depends on nothing but what the store and the
+// deliverer answer (see Engine.serial): it claims the rows src gives one
+// after another, and after every Concurrency of them, and at the end,
+// sends the rows claimed, a batch per queue in the order the queues were
+// first claimed, and settles them in order. A window of Concurrency
+// claims stands in for the claims the parallel pipeline makes while a
+// batch lingers.
+func (r *run) serialPass(ctx context.Context, src source) {
+	claimed := make(chan Row, 1) // a claim hands on at most one row
+	var window []Row
+	given := 0
+	flush := func() {
+		for len(window) > 0 {
+			q := window[0].Queue
+			var batch, rest []Row
+			for _, row := range window {
+				if row.Queue == q && len(batch) < sendBatch {
+					batch = append(batch, row)
+				} else {
+					rest = append(rest, row)
 				}
-			})
+			}
+			r.send(ctx, batch)
+			window = rest
 		}
-		wg.Wait()
+		given = 0
+	}
+	src(ctx, func(ref DueRef) bool {
+		r.claim(ctx, ref, claimed)
+		select {
+		case row := <-claimed:
+			window = append(window, row)
+		default:
+		}
+		if given++; given == r.policy.Concurrency {
+			flush()
+		}
+		return ctx.Err() == nil
+	})
+	flush()
+}
+
+// queryShards is a source that emits the due rows of the given shards,
+// shards in parallel (in order, if serial), each paged oldest first, until the shard is
+// exhausted or the run must stop.
+func (r *run) queryShards(shards []int) source {
+	return func(ctx context.Context, give func(DueRef) bool) {
+		r.all(len(shards), func(i int) {
+			var after *DueRef
+			for ctx.Err() == nil && !r.budgetSpent() && !r.pastClaimStop() {
+				more, ok := r.queryPage(ctx, shards[i], &after, give)
+				if !ok || !more {
+					return
+				}
+			}
+		})
 	}
 }
 
 // queryPage reads one page of a shard and hands its entries on, counting
 // itself as in flight until the last is handed over. It advances after,
 // and reports whether the shard may hold more and whether to go on.
-func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan<- DueRef) (more, ok bool) {
+func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, give func(DueRef) bool) (more, ok bool) {
 	r.querying.Add(1)
 	defer r.querying.Add(-1)
 	refs, more, err := r.store.QueryDue(ctx, shard, r.now(), *after, r.policy.PageSize)
@@ -167,9 +221,7 @@ func (r *run) queryPage(ctx context.Context, shard int, after **DueRef, out chan
 		// order.
 		r.noteDue(ref.DueAt)
 		r.order.hold(ref)
-		select {
-		case out <- ref:
-		case <-ctx.Done():
+		if !give(ref) {
 			return false, false
 		}
 	}
@@ -439,8 +491,8 @@ func (r *run) send(ctx context.Context, rows []Row) {
 		return
 	}
 	errs := r.deliverer.Deliver(WithFence(ctx, r.mayStart), sendable[0].Queue, sendable)
-	r.each(sendable, func(i int, row Row) {
-		err := errNoResult
+	r.all(len(sendable), func(i int) {
+		row, err := sendable[i], errNoResult
 		if i < len(errs) {
 			err = errs[i]
 		}
@@ -475,11 +527,18 @@ func (r *run) mayStart(row Row) bool {
 // is retried, since it may or may not have been sent.
 var errNoResult = errors.New("deliverer returned no result for this row")
 
-// each runs f on every row in parallel and waits.
-func (r *run) each(rows []Row, f func(int, Row)) {
+// all runs f for 0..n-1 in parallel and waits; a serial run calls them
+// in order instead.
+func (r *run) all(n int, f func(int)) {
+	if r.serial {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
 	var wg sync.WaitGroup
-	for i, row := range rows {
-		wg.Go(func() { f(i, row) })
+	for i := range n {
+		wg.Go(func() { f(i) })
 	}
 	wg.Wait()
 }

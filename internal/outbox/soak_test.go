@@ -73,19 +73,62 @@ func envInt(name string, def int) int {
 
 // TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
 // FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
-// concurrent sweepers (two partitions and a whole sweep) and the wake under
-// seeded random faults on a virtual clock until quiescent, then checks the
-// six invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in
-// make test; make soak runs 20,000), OUTFLOW_SOAK_SEED replays a run.
+// sweepers (two partitions and a whole sweep) and the wake under seeded
+// random faults on a virtual clock until quiescent, then checks the six
+// invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in make
+// test; make soak runs 20,000), OUTFLOW_SOAK_SEED the seed (else one from
+// the time).
+//
+// It runs twice on one seed. concurrent runs the workers, and each
+// engine's pipeline, in parallel: the seed replays its faults, row attempt
+// by row attempt, but not the interleaving, which the Go scheduler and the
+// servers' timing decide. scheduled runs serial engines under a schedule
+// drawn from the seed (see schedule): the seed replays the whole run, so a
+// failure there fails again, the same way, on the same rows.
 func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	t.Parallel()
 	rows := envInt("OUTFLOW_SOAK_ROWS", 500)
 	seed := uint64(envInt("OUTFLOW_SOAK_SEED", int(time.Now().UnixNano()%1_000_000_007)))
-	t.Logf("soak: %d rows, seed %d (OUTFLOW_SOAK_SEED=%d replays the same faults)", rows, seed, seed)
+	t.Run("concurrent", func(t *testing.T) {
+		t.Parallel()
+		soak(t, rows, seed, false)
+	})
+	t.Run("scheduled", func(t *testing.T) {
+		t.Parallel()
+		soak(t, rows, seed, true)
+	})
+}
+
+// soakReplay is the command that runs mode's soak again with seed.
+func soakReplay(mode string, seed uint64, rows int) string {
+	return fmt.Sprintf("OUTFLOW_SOAK_SEED=%d OUTFLOW_SOAK_ROWS=%d go test -count=1 -run '^TestSoak_InvariantsHoldUnderFaults$/^%s$' ./internal/outbox", seed, rows, mode)
+}
+
+// soak is one run of the soak; scheduled says how its workers run (see
+// TestSoak_InvariantsHoldUnderFaults).
+func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
+	mode := "concurrent"
+	if scheduled {
+		mode = "scheduled"
+	}
+	t.Logf("soak: %d rows, seed %d, %s", rows, seed, mode)
+	led := newLedger()
+	var sched *schedule
+	if scheduled {
+		sched = newSchedule(seed)
+	}
 	defer func() {
-		if t.Failed() {
-			t.Logf("FAILED with seed %d: rerun with OUTFLOW_SOAK_SEED=%d OUTFLOW_SOAK_ROWS=%d", seed, seed, rows)
+		trace := led.digest()
+		t.Logf("trace %s (a replay of a %s run that prints the same trace did the same claims, sends and settles in the same order)", trace, mode)
+		if !t.Failed() {
+			return
 		}
+		if scheduled {
+			t.Logf("FAILED with seed %d; this replays the run exactly, to the same trace:\n    %s", seed, soakReplay(mode, seed, rows))
+			return
+		}
+		t.Logf("FAILED with seed %d; this runs the same faults on the same row attempts, in another interleaving:\n    %s\n  and this replays one interleaving of them, drawn from the seed, exactly:\n    %s",
+			seed, soakReplay(mode, seed, rows), soakReplay("scheduled", seed, rows))
 	}()
 	ctx := context.Background()
 	start := time.Now()
@@ -122,7 +165,6 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// Two ordered routes: a dead head is skipped on one, blocks its group
 	// on the other.
 	policy.Ordered = map[string]outbox.DeadHead{"ordered.fifo": outbox.DeadHeadSkip, "blocking.fifo": outbox.DeadHeadBlock}
-	led := newLedger()
 	// The due index lags as a real GSI does, by up to two seconds of the
 	// soak's clock (two rounds): sweeps meet entries of rows already
 	// settled or due again, miss rows just staged, and see pages out of
@@ -154,6 +196,15 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	policy.BatchLinger = 5 * time.Millisecond
 	// The wake waits this long, in real time, for a predecessor in flight.
 	policy.HeadWait = 100 * time.Millisecond
+	opts := []outbox.Option{outbox.WithClock(clock.Now)}
+	if scheduled {
+		// Nothing may depend on the wall clock or an unseeded draw: the
+		// wake does not wait (under the schedule, no other worker moves
+		// while it would), a serial engine does not linger, and retries
+		// are due at their backoff exactly.
+		policy.HeadWait, policy.Jitter = 0, 0
+		opts = append(opts, outbox.WithSerial())
+	}
 
 	// Stage: good rows on four queues, the topic and the bus, and bad
 	// input — an unknown route, a FIFO row with no group, an event whose
@@ -260,12 +311,12 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	sweepers := []outbox.Partition{{Index: 0, Count: 2}, {Index: 1, Count: 2}, outbox.Whole}
 	runRound := func(round int, wake []outbox.DueRef) {
 		// Engines are built here, on the test's goroutine, which alone may
-		// stop the test; the goroutines only run them.
-		var wg sync.WaitGroup
+		// stop the test; the workers only run them.
+		var works []func()
 		for w, part := range sweepers {
 			sctx, cancel := context.WithCancel(ctx)
 			ss := &sweeperStore{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), claimed: map[string]bool{}, crash: cancel}
-			e, err := outbox.New(ss, sender, policy, outbox.WithClock(clock.Now))
+			e, err := outbox.New(sched.store(len(works), ss), sched.deliverer(len(works), sender), policy, opts...)
 			require.NoError(t, err)
 			if plan.Hit(faults.Crash, round, w) {
 				crashes.Add(1)
@@ -273,7 +324,7 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 				// not shared across goroutines.
 				ss.crashAfter = 1 + int((seed+uint64(round*3+w))%40)
 			}
-			wg.Go(func() {
+			works = append(works, func() {
 				defer cancel()
 				res, _ := e.SweepPartition(sctx, part)
 				sweeps.Add(1)
@@ -289,15 +340,15 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 			})
 		}
 		if len(wake) > 0 {
-			e, err := outbox.New(stalls.Store(faults.Store{Store: real, Plan: plan}), sender, policy, outbox.WithClock(clock.Now))
+			e, err := outbox.New(sched.store(len(works), stalls.Store(faults.Store{Store: real, Plan: plan})), sched.deliverer(len(works), sender), policy, opts...)
 			require.NoError(t, err)
-			wg.Go(func() {
+			works = append(works, func() {
 				res, _ := e.DeliverRefs(ctx, wake)
 				refused.Add(int64(res.Conflicts))
 				released.Add(int64(res.Released))
 			})
 		}
-		wg.Wait()
+		sched.run(works)
 		clock.Advance(time.Second)
 		if rows >= 5000 {
 			t.Logf("round %d done after %s: %d sweeps, %d crashed", round, time.Since(start).Round(time.Second), sweeps.Load(), crashes.Load())
@@ -369,7 +420,9 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	// byRoute tallies each route's rows: staged, arrived, dead.
 	byRoute := map[string]*[3]int{}
 	var delivered, duplicates, failed, sent, unknown, arrivedUnanswered, arrivedAndDead, blocked int
-	for key, s := range all {
+	// Keys in order, so a replay fails first on the same row.
+	for _, key := range slices.Sorted(maps.Keys(all)) {
+		s := all[key]
 		if byRoute[s.queue] == nil {
 			byRoute[s.queue] = &[3]int{}
 		}
@@ -454,7 +507,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		firstAt[k] = i
 	}
 	var orderedRows, skippedDead, blockedGroups int
-	for id, keys := range groups {
+	for _, id := range slices.Sorted(maps.Keys(groups)) {
+		keys := groups[id]
 		var want, got []string
 		for _, k := range keys {
 			orderedRows++
@@ -507,8 +561,8 @@ func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 		fmt.Fprintf(&perRoute, "\n    %-14s %-12s staged %5d, arrived %5d, dead %5d", name, kind, c[0], c[1], c[2])
 	}
 
-	report := fmt.Sprintf("soak report (seed %d)\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  released unsent        %d (rows whose lease could no longer cover a send, after a stall)\n  index lag              %s\n%s",
-		seed, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), released.Load(), real.Counts(), plan.Report())
+	report := fmt.Sprintf("soak report (seed %d, %s)\n  schedule               %s\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  released unsent        %d (rows whose lease could no longer cover a send, after a stall)\n  index lag              %s\n%s",
+		seed, mode, sched, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), released.Load(), real.Counts(), plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
