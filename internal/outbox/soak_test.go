@@ -478,8 +478,9 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		detail := fmt.Sprintf("claims %v, accepted sends %v, sends of unknown outcome %v, settles %+v", led.claims[key], led.sends[key], led.maybe[key], led.settles[key])
 		// Invariant 3, and more: every send went out under a live claim,
 		// so never after the row's final settle.
-		require.NoError(t, led.sentUnderClaim(key), detail)
-		led.mu.Unlock()
+		underClaim := led.sentUnderClaim(key)
+		led.mu.Unlock() // before require: the log of a failure reads the ledger
+		require.NoError(t, underClaim, detail)
 		sent += accepted
 		unknown += maybe
 		require.LessOrEqual(t, received.Arrivals[key], accepted+maybe, "%s arrived more often than it was sent: %s", key, detail)
@@ -496,8 +497,9 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		}
 	}
 	led.mu.Lock()
-	require.Empty(t, led.bad, "invariants 3 and 5 and the hand-over checks, as they happened")
+	bad := slices.Clone(led.bad)
 	led.mu.Unlock()
+	require.Empty(t, bad, "invariants 3 and 5 and the hand-over checks, as they happened")
 
 	// Order: per ordered group, the first arrivals are the staged rows in
 	// staging order, leaving out only dead letters that never arrived (on
