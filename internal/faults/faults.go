@@ -1,9 +1,11 @@
 // Package faults injects failures into the outbox engine's store and into
 // the SQS, SNS and EventBridge APIs under its deliverer, for reliability
 // tests. Every decision is a pure function of
-// the seed, the fault site and the row's key and attempt, so the same seed
-// injects the same faults into the same row attempts however goroutines
-// interleave.
+// the seed, the fault site and the row's key and attempt (or, for a call
+// that carries no attempt, the call's number for its key), so the same
+// seed injects the same faults into the same row attempts however
+// goroutines interleave, and into the same calls when they come in the
+// same order.
 package faults
 
 import (
