@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the short soak (500 rows) N times in a row, each with a fresh seed,
-# and fails if any run fails. The log of each failed run is kept in
-# bin/soak-logs, and its seed replays it: make soak SOAK_ROWS=500 SOAK_SEED=...
+# Runs the short soak (500 rows, concurrent and scheduled) N times in a
+# row, each with a fresh seed, and fails if any run fails. The log of each
+# failed run is kept in bin/soak-logs; it ends with the command that runs
+# its seed again (the scheduled run's replays it exactly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
