@@ -18,10 +18,10 @@ type Engine struct {
 	now       func() time.Time
 	log       *slog.Logger
 	// serial runs each call on its caller's goroutine, one request at a
-	// time, in an order that depends only on the seed of what the store
-	// and the deliverer answer, never on the scheduler: a simulation that
-	// interleaves engines by a seed then replays exactly. Tests set it
-	// (WithSerial in export_test.go); production runs in parallel.
+	// time, in an order that depends only on what the store and the
+	// deliverer answer, never on the Go scheduler, so a simulation that
+	// interleaves engines by a seed (the soak's scheduled run) replays
+	// exactly. Only tests set it (WithSerial, in export_test.go).
 	serial bool
 }
 

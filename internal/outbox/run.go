@@ -181,9 +181,9 @@ func (r *run) serialPass(ctx context.Context, src source) {
 	flush()
 }
 
-// queryShards is a source that emits the due rows of the given shards,
-// shards in parallel (in order, if serial), each paged oldest first, until the shard is
-// exhausted or the run must stop.
+// queryShards is a source that gives the due rows of the given shards,
+// shards in parallel (one after another in a serial run), each paged
+// oldest first, until the shard is exhausted or the run must stop.
 func (r *run) queryShards(shards []int) source {
 	return func(ctx context.Context, give func(DueRef) bool) {
 		r.all(len(shards), func(i int) {

@@ -6,8 +6,12 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/outbox"
 )
@@ -178,4 +182,38 @@ func (st scheduledStore) Quarantine(ctx context.Context, key string, now time.Ti
 func (st scheduledStore) Link(ctx context.Context, key string) (outbox.Link, error) {
 	st.s.turn(st.id)
 	return st.Store.Link(ctx, key)
+}
+
+// TestSchedule_ASeedReplaysTheInterleavingOfItsWorkers runs workers that
+// record each call they make, pausing for random wall-clock times between
+// calls: under one seed the record is the same every run, whatever the
+// pauses; another seed interleaves them otherwise.
+func TestSchedule_ASeedReplaysTheInterleavingOfItsWorkers(t *testing.T) {
+	t.Parallel()
+	interleave := func(seed uint64) []string {
+		s := newSchedule(seed)
+		var mu sync.Mutex
+		var got []string
+		works := make([]func(), 4)
+		for w := range works {
+			d := s.deliverer(w, nopDeliverer{})
+			works[w] = func() {
+				for range 20 {
+					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+					d.Deliver(context.Background(), "q", nil)
+					mu.Lock()
+					got = append(got, strconv.Itoa(w))
+					mu.Unlock()
+				}
+			}
+		}
+		s.run(works)
+		return got
+	}
+	first := interleave(1)
+	require.Len(t, first, 80)
+	for range 3 {
+		require.Equal(t, first, interleave(1))
+	}
+	require.NotEqual(t, first, interleave(2))
 }
