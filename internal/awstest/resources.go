@@ -85,3 +85,14 @@ func Receive(t testing.TB, url string, want int, timeout time.Duration) []types.
 	}
 	return got
 }
+
+// ReceiveKeys is Receive reduced to each message's row key (the
+// outflow.key attribute) in arrival order: what order tests compare.
+func ReceiveKeys(t testing.TB, url string, want int, timeout time.Duration) []string {
+	t.Helper()
+	var keys []string
+	for _, m := range Receive(t, url, want, timeout) {
+		keys = append(keys, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
+	}
+	return keys
+}
