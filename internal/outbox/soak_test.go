@@ -75,7 +75,7 @@ func envInt(name string, def int) int {
 // FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
 // concurrent sweepers (two partitions and a whole sweep) and the wake under
 // seeded random faults on a virtual clock until quiescent, then checks the
-// six invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in
+// six invariants of docs/reliability.md ("Guarantees"). OUTFLOW_SOAK_ROWS sets the size (500 in
 // make test; make soak runs 20,000), OUTFLOW_SOAK_SEED replays a run.
 func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	t.Parallel()

@@ -53,7 +53,7 @@ var deployParameters = map[string]string{
 }
 
 // wiredTo names, for a resource's settings, the parameter each comes from,
-// as the README's parameter table documents them.
+// as docs/configuration.md's parameter table documents them.
 var wiredTo = map[string]map[string]string{
 	"SweepFunction":          {"MemorySize": "SweepMemoryMB", "Timeout": "SweepTimeoutSeconds", "ReservedConcurrentExecutions": "SweepReservedConcurrency"},
 	"WakeFunction":           {"MemorySize": "WakeMemoryMB", "Timeout": "WakeTimeoutSeconds"},
