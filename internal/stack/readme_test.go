@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,11 +22,25 @@ func TestReadme_LinksTheDashboardAndSaysWhatAReservationNeeds(t *testing.T) {
 	require.Contains(t, text, "unreserved")
 }
 
+// docsText is README.md and every page of docs/ together: a table row
+// may live in either (docs/deploy.md explains the deploy parameters).
+func docsText(t *testing.T) string {
+	t.Helper()
+	paths, err := filepath.Glob("../../docs/*.md")
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, p := range append([]string{"../../README.md"}, paths...) {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err)
+		b.Write(raw)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 func TestReadme_DocumentsEveryVariableParameterAndAlarm(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	text := string(readme)
+	text := docsText(t)
 	for _, v := range config.Vars {
 		require.Contains(t, text, "| `"+v.Name+"` |", "README config table lists %s", v.Name)
 	}
