@@ -144,13 +144,9 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 		}
 		return result, nil
 	case "Fn::Join":
-		l, err := r.resolve(arg)
+		pair, err := r.pair(fn, arg, "[delimiter, list]")
 		if err != nil {
 			return nil, err
-		}
-		pair, ok := l.([]any)
-		if !ok || len(pair) != 2 {
-			return nil, fmt.Errorf("Fn::Join wants [delimiter, list], got %v", arg)
 		}
 		parts, _ := pair[1].([]any)
 		strs := make([]string, len(parts))
@@ -159,13 +155,9 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 		}
 		return strings.Join(strs, fmt.Sprint(pair[0])), nil
 	case "Fn::Split":
-		l, err := r.resolve(arg)
+		pair, err := r.pair(fn, arg, "[delimiter, string]")
 		if err != nil {
 			return nil, err
-		}
-		pair, ok := l.([]any)
-		if !ok || len(pair) != 2 {
-			return nil, fmt.Errorf("Fn::Split wants [delimiter, string], got %v", arg)
 		}
 		var out []any
 		for _, s := range strings.Split(fmt.Sprint(pair[1]), fmt.Sprint(pair[0])) {
@@ -174,6 +166,19 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("unsupported intrinsic %s", fn)
+}
+
+// pair resolves the two arguments of fn, described by want.
+func (r *resolver) pair(fn string, arg any, want string) ([]any, error) {
+	l, err := r.resolve(arg)
+	if err != nil {
+		return nil, err
+	}
+	pair, ok := l.([]any)
+	if !ok || len(pair) != 2 {
+		return nil, fmt.Errorf("%s wants %s, got %v", fn, want, arg)
+	}
+	return pair, nil
 }
 
 // rules checks the template's Rules as CloudFormation does before it
