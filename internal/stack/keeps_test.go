@@ -46,10 +46,12 @@ func rawResources(t *testing.T) map[string]struct {
 func TestTemplate_BusDeadLettersOutliveTheStackAndTheKey(t *testing.T) {
 	t.Parallel()
 	res := rawResources(t)["DomainBusDLQ"]
-	require.Equal(t, "HasKmsKey", res.Condition)
-	// Deleting the stack, clearing KmsKeyArn (which removes the queue from
-	// the template) or a replacement must not take the only copy of the
-	// events the key failed for.
+	// The example bus under a customer key: both ExampleTargets and
+	// KmsKeyArn.
+	require.Equal(t, "ExampleBusUnderKey", res.Condition)
+	// Deleting the stack, clearing KmsKeyArn or ExampleTargets (either
+	// removes the queue from the template) or a replacement must not take
+	// the only copy of the events the key failed for.
 	require.Equal(t, "Retain", res.DeletionPolicy)
 	require.Equal(t, "Retain", res.UpdateReplacePolicy)
 	oneLine := strings.Join(strings.Fields(doc(t, stackDoc)), " ")

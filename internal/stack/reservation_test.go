@@ -35,8 +35,8 @@ func TestTemplate_ReservesNoConcurrencyUnlessAsked(t *testing.T) {
 			{"00", refused}, {"007", refused}, {"-1", refused}, {"1001", refused}, {"1.5", refused}, {"2.0", refused}, {" 2", refused}, {"", refused},
 		} {
 			overrides := map[string]string{param: tc.value}
-			tpl, errTpl := stack.Load(templatePath, overrides)
-			tr, errTr := stack.Parse(translatedRaw(t), overrides)
+			tpl, errTpl := stack.Load(templatePath, withExamples(overrides))
+			tr, errTr := stack.Parse(translatedRaw(t), withExamples(overrides))
 			if tc.want == refused {
 				require.Error(t, errTpl, "template accepts %s=%q", param, tc.value)
 				require.Error(t, errTr, "translation accepts %s=%q", param, tc.value)
