@@ -39,7 +39,7 @@ tools: $(TOOLS)/aws-lambda-rie ## Install the pinned Lambda Runtime Interface Em
 
 .PHONY: test
 test: venv tools ## Run every test: unit tests and integration tests against a moto server the tests start.
-	$(GO) test -count=1 -race ./...
+	$(GO) test -count=1 -race -timeout 30m ./...
 
 .PHONY: bench
 bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency, refused writes, cost, and simulate capacity; writes docs/benchmarks.md, docs/capacity.md and docs/cost.md.
