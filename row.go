@@ -20,10 +20,12 @@ type Row struct {
 	// deduplication id, so it must be 1-128 printable ASCII characters.
 	Key string
 	// Queue is the route name. Names ending in ".fifo" route to FIFO
-	// queues and need a Group.
+	// queues or topics and need a Group.
 	Queue string
 	// Payload is the message body, sent byte for byte when it is text SQS
-	// accepts, base64-encoded (with outflow.encoding=base64) otherwise.
+	// accepts, base64-encoded (with outflow.encoding=base64) otherwise. On
+	// an EventBridge route it must be a JSON object: the event's detail,
+	// with Outflow's outflow member added.
 	Payload []byte
 	// Attributes become String message attributes: at most 8 (7 for a
 	// binary payload), with valid SQS names outside the outflow. prefix,
@@ -45,7 +47,9 @@ type Row struct {
 }
 
 // Validation errors. Every error Validate returns wraps exactly one of
-// these (the SQS ones come from the same checks the dispatcher applies).
+// these; so does every validation error of Put, TransactItem and
+// TransactItems, which check a row against its route's target (the
+// target ones come from the same checks the dispatcher applies).
 var (
 	ErrEmptyQueue        = errors.New("queue is empty")
 	ErrInvalidKey        = errors.New("invalid key")
