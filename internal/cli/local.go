@@ -110,6 +110,10 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		for name, arn := range r.Stack.BusARNs {
 			fmt.Fprintf(a.stderr, "  bus   %-12s %s\n", name, arn)
 		}
+		fmt.Fprintln(a.stderr, "\nyour own process (a producer, the outflow CLI) reaches this stack with, in its shell:")
+		for _, line := range r.Exports() {
+			fmt.Fprintln(a.stderr, line)
+		}
 		<-ctx.Done()
 	}
 	stop()
