@@ -23,13 +23,22 @@ export SAM_CLI_TELEMETRY := 0
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.installed: requirements-tools.txt
+# Two steps, so that `make run` installs only what the demo needs: the moto
+# server (about 320 MB), then for tests, lint and packaging aws-sam-cli and
+# shellcheck besides (about 420 MB in all).
+$(VENV)/.moto: requirements-moto.txt
+	@echo "installing the moto server into $(VENV) (first run only, about a minute)..."
 	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-moto.txt
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.moto requirements-tools.txt
+	@echo "installing aws-sam-cli and shellcheck into $(VENV) (first time only)..."
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-tools.txt
 	touch $@
 
 .PHONY: venv
-venv: $(VENV)/.installed ## Install the pinned Python tools (moto server) into .venv.
+venv: $(VENV)/.installed ## Install the pinned Python tools (moto server, aws-sam-cli, shellcheck) into .venv.
 
 $(TOOLS)/aws-lambda-rie:
 	GOBIN=$(TOOLS) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
@@ -39,7 +48,7 @@ tools: $(TOOLS)/aws-lambda-rie ## Install the pinned Lambda Runtime Interface Em
 
 .PHONY: test
 test: venv tools ## Run every test: unit tests and integration tests against a moto server the tests start.
-	$(GO) test -count=1 -race ./...
+	$(GO) test -count=1 -race -timeout 30m ./...
 
 .PHONY: bench
 bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency, refused writes, cost, and simulate capacity; writes docs/benchmarks.md, docs/capacity.md and docs/cost.md.
@@ -89,7 +98,7 @@ checkov: venv $(CHECKOV_VENV)/.installed ## Scan template.yaml and its SAM trans
 	scripts/checkov.sh $(CHECKOV_VENV)/bin/checkov $(VENV)/bin/python template.yaml
 
 .PHONY: run
-run: venv ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).
+run: $(VENV)/.moto ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).
 	$(GO) run ./cmd/outflow local $(ARGS)
 
 .PHONY: build

@@ -1,5 +1,5 @@
 // Package outflow is how applications stage outbox rows for Outflow to
-// deliver to SQS.
+// deliver to their routes: SQS queues, SNS topics and EventBridge buses.
 //
 // Build a Row, then either Put it on its own, or add TransactItem(row) to the
 // TransactWriteItems that also writes your business data, so the message is
@@ -16,11 +16,19 @@
 // *TransactError names each failed item: a key already staged with the
 // same content (ErrAlreadyStaged) or not (ErrKeyConflict), your own
 // condition (ErrConditionFailed), an ordered group's moved tail
-// (ErrGroupRace) or another transaction holding an item
-// (ErrTransactionConflict).
+// (ErrGroupRace), another transaction holding an item
+// (ErrTransactionConflict) or an item over capacity (ErrThrottled).
 //
-// Every row is validated here, at the edge, against what SQS will accept,
-// so a bad row is an error for its producer rather than a dead letter
-// later. Delivery is at least once: consumers drop duplicates by the
-// outflow.key message attribute, which is the row's Key.
+// Every row is validated here, at the edge, against what its route's
+// target will accept (Config.Routes; without routes, SQS's rules), so a
+// bad row is an error for its producer rather than a dead letter later.
+// The checks are the dispatcher's own. Delivery is at least once:
+// consumers drop duplicates by the row's Key, which a queue or topic
+// message carries as its outflow.key attribute and an event in the key
+// of its detail's outflow member.
+//
+// NewProducer takes a DynamoDB, the three item methods of
+// *dynamodb.Client it calls. Importing this package links the DynamoDB
+// client only, not the SQS, SNS or EventBridge ones the dispatcher sends
+// with.
 package outflow

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // Config says where and how rows are staged.
@@ -43,22 +43,22 @@ type Config struct {
 
 // Producer stages rows into one outbox table. It is safe for concurrent use.
 type Producer struct {
-	api      dynamo.API
+	api      DynamoDB
 	store    *dynamo.Store
 	maxBytes int
 	ordered  map[string]bool
 	// targets is Config.Routes read; nil when none were given.
-	targets map[string]delivery.Target
+	targets map[string]target.Target
 	now     func() time.Time
 }
 
 // NewProducer returns a producer over client, a *dynamodb.Client or
-// anything with its item methods.
-func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
+// anything else with the DynamoDB methods.
+func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 	if cfg.Shards == 0 {
 		cfg.Shards = 4
 	}
-	store, err := dynamo.New(client, dynamo.Config{Table: cfg.Table, Shards: cfg.Shards})
+	store, err := dynamo.NewStaging(client, dynamo.Config{Table: cfg.Table, Shards: cfg.Shards})
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +69,9 @@ func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
 		}
 		ordered[q] = true
 	}
-	var targets map[string]delivery.Target
+	var targets map[string]target.Target
 	if strings.TrimSpace(cfg.Routes) != "" {
-		routes, err := delivery.ParseRoutes(cfg.Routes)
+		routes, err := target.ParseRoutes(cfg.Routes)
 		if err != nil {
 			return nil, fmt.Errorf("routes: %w", err)
 		}
@@ -85,23 +85,23 @@ func NewProducer(client dynamo.API, cfg Config) (*Producer, error) {
 // prepare validates a row and fills in its key, and with trace an empty
 // trace context from ctx.
 func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (outbox.Row, error) {
-	target := delivery.Target{Kind: delivery.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}
+	t := target.Target{Kind: target.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}
 	if p.targets != nil {
-		t, ok := p.targets[r.Queue]
+		routed, ok := p.targets[r.Queue]
 		if !ok && strings.TrimSpace(r.Queue) != "" {
 			return outbox.Row{}, fmt.Errorf("%w: %q is not in the routes given", ErrNoRoute, r.Queue)
 		}
-		target = t
+		t = routed
 	}
 	if _, given := r.Attributes[outbox.AttrTraceParent]; trace && !given && r.TraceParent == "" {
 		// The context's trace goes only where it fits: a row valid without
 		// it is never refused for it.
 		traced := r
-		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(target, p.maxBytes) == nil {
+		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(t, p.maxBytes) == nil {
 			r = traced
 		}
 	}
-	if err := r.validate(target, p.maxBytes); err != nil {
+	if err := r.validate(t, p.maxBytes); err != nil {
 		return outbox.Row{}, err
 	}
 	if r.Key == "" {

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow"
-	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // An EventBridge route carries a row's attributes in the event (source,
@@ -33,12 +33,12 @@ func TestPut_ToEventBridge_StagesEveryRowTheDelivererSends(t *testing.T) {
 		{"source, detail-type and twelve attributes", outflow.Row{Key: "eb-14", Queue: "bare", Payload: []byte(`{"id":1}`), Attributes: attrs(12)}},
 	}
 	p, _ := newRoutedProducer(t, 0)
-	bus, err := delivery.ParseTarget("arn:aws:events:us-east-1:123456789012:event-bus/bus")
+	bus, err := target.ParseTarget("arn:aws:events:us-east-1:123456789012:event-bus/bus")
 	require.NoError(t, err)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.NoError(t, delivery.Validate(outbox.Row{Key: tt.row.Key, Payload: tt.row.Payload, Attributes: tt.row.Attributes,
+			require.NoError(t, target.Validate(outbox.Row{Key: tt.row.Key, Payload: tt.row.Payload, Attributes: tt.row.Attributes,
 				Attempt: outbox.MaxAttemptsLimit}, bus, 0), "the deliverer sends this row")
 			_, err := p.Put(context.Background(), tt.row)
 			require.NoError(t, err, "the producer refuses a row the deliverer sends")

@@ -13,7 +13,7 @@ import (
 
 // The trace context is context, not content: a row that is valid without
 // it is staged under a traced context too, the trace left out when the
-// row has no room for it (README: "left out when they are all used").
+// row has no room for it (docs/targets.md, "Trace context").
 func TestPut_StagesUnderATraceEveryRowValidWithoutOne(t *testing.T) {
 	t.Parallel()
 	span := trace.NewSpanContext(trace.SpanContextConfig{

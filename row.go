@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // Row is one message to stage.
@@ -20,10 +20,12 @@ type Row struct {
 	// deduplication id, so it must be 1-128 printable ASCII characters.
 	Key string
 	// Queue is the route name. Names ending in ".fifo" route to FIFO
-	// queues and need a Group.
+	// queues or topics and need a Group.
 	Queue string
 	// Payload is the message body, sent byte for byte when it is text SQS
-	// accepts, base64-encoded (with outflow.encoding=base64) otherwise.
+	// accepts, base64-encoded (with outflow.encoding=base64) otherwise. On
+	// an EventBridge route it must be a JSON object: the event's detail,
+	// with Outflow's outflow member added.
 	Payload []byte
 	// Attributes become String message attributes: at most 8 (7 for a
 	// binary payload), with valid SQS names outside the outflow. prefix,
@@ -45,17 +47,19 @@ type Row struct {
 }
 
 // Validation errors. Every error Validate returns wraps exactly one of
-// these (the SQS ones come from the same checks the dispatcher applies).
+// these; so does every validation error of Put, TransactItem and
+// TransactItems, which check a row against its route's target (the
+// target ones come from the same checks the dispatcher applies).
 var (
 	ErrEmptyQueue        = errors.New("queue is empty")
 	ErrInvalidKey        = errors.New("invalid key")
-	ErrEmptyPayload      = delivery.ErrEmptyPayload
-	ErrPayloadTooLarge   = delivery.ErrTooLarge
-	ErrTooManyAttributes = delivery.ErrTooManyAttributes
-	ErrAttributeName     = delivery.ErrAttributeName
-	ErrAttributeValue    = delivery.ErrAttributeValue
-	ErrGroupRequired     = delivery.ErrGroupRequired
-	ErrInvalidGroup      = delivery.ErrInvalidID
+	ErrEmptyPayload      = target.ErrEmptyPayload
+	ErrPayloadTooLarge   = target.ErrTooLarge
+	ErrTooManyAttributes = target.ErrTooManyAttributes
+	ErrAttributeName     = target.ErrAttributeName
+	ErrAttributeValue    = target.ErrAttributeValue
+	ErrGroupRequired     = target.ErrGroupRequired
+	ErrInvalidGroup      = target.ErrInvalidID
 	// ErrKeyConflict is returned by Put, and by Classify and Transact for
 	// a canceled transaction, when the key is already staged with
 	// different content.
@@ -87,40 +91,40 @@ var (
 	ErrNoRoute = errors.New("no such route")
 	// ErrNotJSON is returned for a row bound for an EventBridge route
 	// whose payload is not a JSON object, as an event's detail must be.
-	ErrNotJSON = delivery.ErrNotJSON
+	ErrNotJSON = target.ErrNotJSON
 	// ErrEventField is returned for a row bound for an EventBridge route
 	// with no source or detail-type (from its attributes or the route's
 	// options), or one EventBridge refuses.
-	ErrEventField = delivery.ErrEventField
+	ErrEventField = target.ErrEventField
 )
 
 // MaxOwnAttributes is how many attributes a row for an SQS queue or an SNS
 // topic may carry: SQS allows 10, and Outflow sends outflow.key and
 // outflow.attempt with every message. An event carries its attributes in
 // its detail, without a count of its own.
-const MaxOwnAttributes = delivery.MaxAttributes - 2
+const MaxOwnAttributes = target.MaxAttributes - 2
 
 // Validate reports the first reason the row cannot be staged to an SQS
 // queue, if any. maxBytes caps the message size (0: the dispatcher's
 // default, 256 KiB). A producer given Config.Routes checks each row
 // against its route's own target instead.
 func (r Row) Validate(maxBytes int) error {
-	return r.validate(delivery.Target{Kind: delivery.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes)
+	return r.validate(target.Target{Kind: target.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes)
 }
 
-// validate reports the first reason the row cannot be staged for target.
-func (r Row) validate(target delivery.Target, maxBytes int) error {
+// validate reports the first reason the row cannot be staged for t.
+func (r Row) validate(t target.Target, maxBytes int) error {
 	if strings.TrimSpace(r.Queue) == "" {
 		return ErrEmptyQueue
 	}
-	if r.Key != "" && !delivery.ValidID(r.Key) {
+	if r.Key != "" && !target.ValidID(r.Key) {
 		return fmt.Errorf("%w: %q must be 1-128 printable ASCII characters without spaces", ErrInvalidKey, r.Key)
 	}
 	attrs, err := r.attributes()
 	if err != nil {
 		return err
 	}
-	if len(attrs) > MaxOwnAttributes && target.Kind != delivery.KindEventBridge {
+	if len(attrs) > MaxOwnAttributes && t.Kind != target.KindEventBridge {
 		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), MaxOwnAttributes)
 	}
 	key := r.Key
@@ -130,9 +134,9 @@ func (r Row) validate(target delivery.Target, maxBytes int) error {
 	// The size is checked with the widest attempt number any budget
 	// allows: outflow.attempt grows with the attempt, and a message that
 	// fits only at attempt 1 would be refused as permanent at attempt 10.
-	return delivery.Validate(outbox.Row{
+	return target.Validate(outbox.Row{
 		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
-	}, target, maxBytes)
+	}, t, maxBytes)
 }
 
 // attributes is the row's attributes as stored: Attributes with the
@@ -140,7 +144,7 @@ func (r Row) validate(target delivery.Target, maxBytes int) error {
 func (r Row) attributes() (map[string]string, error) {
 	tp := r.TraceParent
 	if v, ok := r.Attributes[outbox.AttrTraceParent]; ok {
-		if err := delivery.ValidTraceParent(v); err != nil {
+		if err := target.ValidTraceParent(v); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrAttributeValue, err)
 		}
 		if tp != "" && tp != v {
@@ -151,7 +155,7 @@ func (r Row) attributes() (map[string]string, error) {
 	if tp == "" {
 		return r.Attributes, nil
 	}
-	if err := delivery.ValidTraceParent(tp); err != nil {
+	if err := target.ValidTraceParent(tp); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrAttributeValue, err)
 	}
 	attrs := maps.Clone(r.Attributes)

@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // lambdaTraceKey is where aws-lambda-go keeps an invocation's X-Ray trace
@@ -22,7 +22,7 @@ func TraceParent(ctx context.Context) string {
 		return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
 	}
 	if h, ok := ctx.Value(lambdaTraceKey).(string); ok {
-		if tp, ok := delivery.TraceParentFromXRay(h); ok {
+		if tp, ok := target.TraceParentFromXRay(h); ok {
 			return tp
 		}
 	}

@@ -10,8 +10,8 @@ import (
 )
 
 // Why DynamoDB canceled a transaction that stages rows. A *TransactError
-// wraps one of these (or ErrKeyConflict, or ErrGroupRace) per item that
-// failed.
+// wraps one of these (or ErrKeyConflict, or ErrGroupRace) per item whose
+// reason Classify knows (ItemError.Reason).
 var (
 	// ErrAlreadyStaged means the outbox row's key is staged already with
 	// the same content, most likely by an earlier try of the same
@@ -46,10 +46,11 @@ var throttled = map[string]bool{"ThrottlingError": true, "ProvisionedThroughputE
 
 // TransactError is a TransactWriteItems cancellation, explained per item:
 // nothing in the transaction was written. It wraps each item's error (so
-// errors.Is finds ErrKeyConflict, ErrAlreadyStaged, ErrGroupRace,
-// ErrConditionFailed or ErrTransactionConflict, and errors.As an
-// *ItemError) and the error TransactWriteItems returned (so errors.As
-// finds the *types.TransactionCanceledException).
+// errors.Is finds ErrKeyConflict, ErrAlreadyStaged, ErrKeyGone,
+// ErrGroupRace, ErrConditionFailed, ErrTransactionConflict or
+// ErrThrottled, and errors.As an *ItemError) and the error
+// TransactWriteItems returned (so errors.As finds the
+// *types.TransactionCanceledException).
 type TransactError struct {
 	// Items are the items DynamoDB gave a reason for, in the order sent.
 	Items []*ItemError
@@ -108,9 +109,11 @@ type ItemError struct {
 	Queue, Group string
 	// Code and Message are DynamoDB's cancellation reason.
 	Code, Message string
-	// Reason is ErrAlreadyStaged, ErrKeyConflict, ErrGroupRace,
-	// ErrConditionFailed or ErrTransactionConflict; nil for another code
-	// (a throttle, a validation error), which Code says.
+	// Reason is ErrAlreadyStaged, ErrKeyConflict, ErrKeyGone,
+	// ErrGroupRace, ErrConditionFailed, ErrTransactionConflict or
+	// ErrThrottled (any of DynamoDB's throttle codes); for a staged key
+	// whose row could not be read to compare, the error reading it; nil
+	// for another code (a validation error), which Code says.
 	Reason error
 }
 

@@ -14,13 +14,14 @@ if [[ ! -x "$SAMLOCAL" ]]; then
 fi
 
 GOFLAGS="-trimpath -ldflags=-s -tags=lambda.norpc" CGO_ENABLED=0 "$SAMLOCAL" build
-# A one-minute sweep keeps the end-to-end test short; everything else is the
-# template's defaults.
+# A one-minute sweep keeps the end-to-end test short; the e2e test sends to
+# the example queue (ExampleTargets); everything else is the template's
+# defaults.
 "$SAMLOCAL" deploy \
   --stack-name "$STACK" \
   --resolve-s3 \
   --no-confirm-changeset \
   --no-fail-on-empty-changeset \
   --capabilities CAPABILITY_IAM \
-  --parameter-overrides "SweepRate=rate(1 minute)" "WakeGraceSeconds=5"
+  --parameter-overrides "SweepRate=rate(1 minute)" "WakeGraceSeconds=5" "ExampleTargets=true"
 echo "deployed stack $STACK to LocalStack"

@@ -22,7 +22,7 @@ func (a *app) deadCommand() *cobra.Command {
 		Short: "Inspect, redrive and purge dead letters (rows Outflow could not deliver)",
 	}
 	cmd.AddCommand(a.deadListCommand(), a.deadShowCommand(), a.deadRedriveCommand(), a.deadPurgeCommand())
-	return cmd
+	return groupCommand(cmd)
 }
 
 // deadLetter is a dead letter as dead list prints it: with its group, and
@@ -80,31 +80,41 @@ func (a *app) deadListCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only this queue")
-	cmd.Flags().DurationVar(&since, "since", 0, "only those failed within this long, e.g. 24h")
+	durationVar(cmd.Flags(), &since, "since", 0, "only those failed within this long, e.g. 24h or 7d")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many (0: all)")
 	a.orderedFlag(cmd)
 	return cmd
 }
 
+// attemptError is one failed attempt of a row's error history, as dead
+// show prints it.
+type attemptError struct {
+	At      time.Time `json:"at"`
+	Attempt int       `json:"attempt"`
+	Message string    `json:"message"`
+	// Unsure says the attempt's outcome is unknown (outbox.AttemptError).
+	Unsure bool `json:"unsure"`
+}
+
 // shownRow is a row as dead show prints it: the payload only on request.
 type shownRow struct {
-	Key          string                `json:"key"`
-	Queue        string                `json:"queue"`
-	Status       outbox.Status         `json:"status"`
-	Attempts     int                   `json:"attempts"`
-	Group        string                `json:"group,omitempty"`
-	Seq          int64                 `json:"seq,omitempty"`
-	BlocksGroup  bool                  `json:"blocks_group"`
-	Attributes   map[string]string     `json:"attributes,omitempty"`
-	CreatedAt    time.Time             `json:"created_at,omitzero"`
-	DueAt        time.Time             `json:"due_at,omitzero"`
-	FailedAt     time.Time             `json:"failed_at,omitzero"`
-	LastError    string                `json:"last_error,omitempty"`
-	Errors       []outbox.AttemptError `json:"errors"`
-	PayloadBytes int                   `json:"payload_bytes"`
-	Payload      *string               `json:"payload,omitempty"`
-	Encoding     string                `json:"payload_encoding,omitempty"`
-	Malformed    string                `json:"malformed,omitempty"`
+	Key          string            `json:"key"`
+	Queue        string            `json:"queue"`
+	Status       outbox.Status     `json:"status"`
+	Attempts     int               `json:"attempts"`
+	Group        string            `json:"group,omitempty"`
+	Seq          int64             `json:"seq,omitempty"`
+	BlocksGroup  bool              `json:"blocks_group"`
+	Attributes   map[string]string `json:"attributes,omitempty"`
+	CreatedAt    time.Time         `json:"created_at,omitzero"`
+	DueAt        time.Time         `json:"due_at,omitzero"`
+	FailedAt     time.Time         `json:"failed_at,omitzero"`
+	LastError    string            `json:"last_error,omitempty"`
+	Errors       []attemptError    `json:"errors"`
+	PayloadBytes int               `json:"payload_bytes"`
+	Payload      *string           `json:"payload,omitempty"`
+	Encoding     string            `json:"payload_encoding,omitempty"`
+	Malformed    string            `json:"malformed,omitempty"`
 }
 
 func (a *app) deadShowCommand() *cobra.Command {
@@ -127,16 +137,16 @@ func (a *app) deadShowCommand() *cobra.Command {
 				return fmt.Errorf("no row with key %q in %s", keys[0], a.table)
 			}
 			if row == nil {
-				return fmt.Errorf("read %s: %w", keys[0], derr)
+				return fmt.Errorf("show dead letter: %w", derr)
 			}
 			s := shownRow{
 				Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq,
 				BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq}),
 				Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, FailedAt: row.FailedAt,
-				LastError: row.LastError, Errors: row.Errors, PayloadBytes: len(row.Payload),
+				LastError: row.LastError, Errors: make([]attemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 			}
-			if s.Errors == nil {
-				s.Errors = []outbox.AttemptError{}
+			for i, e := range row.Errors {
+				s.Errors[i] = attemptError{At: e.At, Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure}
 			}
 			if derr != nil {
 				s.Malformed = derr.Error()
@@ -380,7 +390,7 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&sel.queue, "queue", "", "dead letters of this queue")
-	cmd.Flags().DurationVar(&sel.olderThan, "older-than", 0, "only those failed longer ago than this, e.g. 720h")
+	durationVar(cmd.Flags(), &sel.olderThan, "older-than", 0, "only those failed longer ago than this, e.g. 30d")
 	cmd.Flags().BoolVar(&sel.all, "all", false, "every dead letter")
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm the deletion")
 	return cmd

@@ -15,6 +15,12 @@ import (
 	"github.com/outflowhq/outflow"
 )
 
+// enqueued is what enqueue prints: the staged row's key and route.
+type enqueued struct {
+	Key   string `json:"key"`
+	Queue string `json:"queue"`
+}
+
 func (a *app) enqueueCommand() *cobra.Command {
 	var queue, body, bodyFile, group, key, routes, traceParent string
 	var attrs []string
@@ -76,10 +82,7 @@ func (a *app) enqueueCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("enqueue: %w", err)
 			}
-			res := struct {
-				Key   string `json:"key"`
-				Queue string `json:"queue"`
-			}{keys[0], queue}
+			res := enqueued{keys[0], queue}
 			return a.emit(res, func(w io.Writer) { fmt.Fprintf(w, "staged %s on %s\n", res.Key, res.Queue) })
 		},
 	}
@@ -89,7 +92,7 @@ func (a *app) enqueueCommand() *cobra.Command {
 	f.StringVar(&bodyFile, "body-file", "", "read the message body from this file")
 	f.StringArrayVar(&attrs, "attr", nil, "message attribute name=value (repeatable)")
 	f.StringVar(&group, "group", "", "FIFO message group (required for .fifo queues)")
-	f.DurationVar(&delay, "delay", 0, "deliver no sooner than this from now")
+	durationVar(f, &delay, "delay", 0, "deliver no sooner than this from now")
 	f.StringVar(&key, "key", "", "dispatch key (default: a new ULID)")
 	f.StringVar(&routes, "routes", "", "the dispatcher's routes name=target,..., to check the row against its target's limits (default $OUTFLOW_ROUTES; none: SQS's)")
 	f.StringVar(&traceParent, "traceparent", "", "W3C trace context the message carries to its consumer")

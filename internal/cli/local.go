@@ -52,7 +52,7 @@ func (a *app) localCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.Template, "template", "template.yaml", "SAM template to provision from")
 	f.StringArrayVar(&params, "param", nil, "template parameter override Name=Value (repeatable)")
-	f.DurationVar(&opts.SweepEvery, "sweep-every", 2*time.Second, "local sweep schedule")
+	durationVar(f, &opts.SweepEvery, "sweep-every", 2*time.Second, "local sweep schedule")
 	f.IntVar(&opts.SweepPartitions, "sweep-partitions", 0,
 		"sweeps side by side at each scheduled sweep (the template's SweepPartitions; 0 keeps it); raises Shards to match unless --param Shards= sets it")
 	f.BoolVar(&opts.RIE, "rie", false, "run the built bootstraps (make build) under the Lambda Runtime Interface Emulator")
@@ -109,6 +109,10 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		}
 		for name, arn := range r.Stack.BusARNs {
 			fmt.Fprintf(a.stderr, "  bus   %-12s %s\n", name, arn)
+		}
+		fmt.Fprintln(a.stderr, "\nyour own process (a producer, the outflow CLI) reaches this stack with, in its shell:")
+		for _, line := range r.Exports() {
+			fmt.Fprintln(a.stderr, line)
 		}
 		<-ctx.Done()
 	}

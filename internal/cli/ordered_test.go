@@ -120,10 +120,7 @@ func sent(t *testing.T, url string) string {
 // in the order SQS gave them.
 func receivedKeys(t *testing.T, url string, want int) []string {
 	t.Helper()
-	var keys []string
-	for _, m := range awstest.Receive(t, url, want, 10*time.Second) {
-		keys = append(keys, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
-	}
+	keys := awstest.ReceiveKeys(t, url, want, 10*time.Second)
 	return keys
 }
 

@@ -69,7 +69,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	fmt.Fprintln(stderr, "outflow: "+oneLine(err.Error()))
 	var ue usageError
 	msg := err.Error()
-	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "required flag") {
+	if errors.As(err, &ue) || strings.HasPrefix(msg, "required flag") {
 		return ExitUsage
 	}
 	return ExitError
@@ -81,8 +81,13 @@ func oneLine(s string) string {
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "outflow",
-		Short:         "Operate the Outflow outbox dispatcher: dead letters, stats, enqueue, sweep, local stack",
+		Use:   "outflow",
+		Short: "Operate the Outflow outbox dispatcher: dead letters, stats, enqueue, sweep, local stack",
+		Long: "Operate the Outflow outbox dispatcher: dead letters, stats, enqueue, sweep, local stack.\n\n" +
+			"Exit codes: 0 success, 1 error, 2 bad usage (an unknown command or flag, a bad value); errors are one line on stderr.\n" +
+			"Durations (--since, --older-than, --delay, --timeout, --sweep-every) take Go's units and days: 90s, 15m, 12h, 7d, 1d12h.\n" +
+			"--output json prints one JSON document with snake_case keys everywhere (key, failed_at, last_error, errors[].attempt), " +
+			"times in RFC 3339 UTC, and ages and durations as integers whose key names the unit (oldest_due_age_ms, duration_ms, elapsed_ns).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
@@ -92,7 +97,7 @@ func (a *app) rootCommand() *cobra.Command {
 			return nil
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	shards, _ := strconv.Atoi(a.getenv("OUTFLOW_SHARDS"))
 	if shards == 0 {
 		shards = 4
@@ -104,7 +109,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.output, "output", "table", "output format: table or json")
 	f.IntVar(&a.shards, "shards", shards, "due-index shards, as the dispatcher's OUTFLOW_SHARDS")
 	root.AddCommand(a.deadCommand(), a.statsCommand(), a.enqueueCommand(), a.sweepCommand(), a.localCommand())
-	return root
+	return groupCommand(root)
 }
 
 // args wraps a cobra argument check so its failure is a usage error.
@@ -155,7 +160,8 @@ func loopback(endpoint string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// dynamoClient is a DynamoDB client for the configured endpoint.
+// dynamoClient is a DynamoDB client for the configured endpoint, whose
+// errors name the table.
 func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 	cfg, err := a.awsConfig(ctx)
 	if err != nil {
@@ -164,7 +170,7 @@ func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// moto's CRC32 header does not always match its body.
 		o.DisableValidateResponseChecksum = a.endpoint != "" && loopback(a.endpoint)
-	}), nil
+	}, nameTable(a.table)), nil
 }
 
 // orderedFlag adds --ordered to cmd.

@@ -70,11 +70,7 @@ func (a *app) statsCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)
 			}
-			out := struct {
-				*dynamo.Stats
-				OldestDueAgeMs     int64 `json:"oldest_due_age_ms"`
-				OldestBlockedAgeMs int64 `json:"oldest_blocked_age_ms"`
-			}{Stats: st}
+			out := statsOutput{Stats: st}
 			if !st.OldestDue.IsZero() {
 				out.OldestDueAgeMs = now.Sub(st.OldestDue).Milliseconds()
 			}
@@ -105,6 +101,14 @@ func (a *app) statsCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.queues, "queues", "", "more queues whose dead letters to count, name,... (a queue with no route)")
 	a.orderedFlag(cmd)
 	return cmd
+}
+
+// statsOutput is what stats prints: the counts, and the ages of the
+// oldest due row and blocked head.
+type statsOutput struct {
+	*dynamo.Stats
+	OldestDueAgeMs     int64 `json:"oldest_due_age_ms"`
+	OldestBlockedAgeMs int64 `json:"oldest_blocked_age_ms"`
 }
 
 // deadQueues is the dead-index partitions stats counts: the route names,

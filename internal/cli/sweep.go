@@ -135,7 +135,7 @@ func (a *app) sweepCommand() *cobra.Command {
 	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES)")
 	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
 	cmd.Flags().StringVar(&partition, "partition", "", "sweep only partition I of K, \"I/K\", the shards s with s mod K = I, as one of the sweep function's OUTFLOW_SWEEP_PARTITIONS sweeps does (default: every shard)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop the sweep after this long, as the function's timeout does; shorter than the lease (default: the lease less the deadline margin)")
+	durationVar(cmd.Flags(), &timeout, "timeout", 0, "stop the sweep after this long, as the function's timeout does; shorter than the lease (default: the lease less the deadline margin)")
 	cmd.Flags().BoolVar(&withAudit, "audit", false, "first audit the due index for stray rows, as the sweep function does: moves every row whose shard is not 0..--shards-1, so --shards must be the dispatcher's")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		if routes == "" {

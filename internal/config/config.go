@@ -42,7 +42,7 @@ type Config struct {
 }
 
 // Var describes one environment variable: its name, its default ("" when
-// required) and what it means. Vars lists them all; the README table and
+// required) and what it means. Vars lists them all; the table in docs/configuration.md and
 // the template test are checked against it.
 type Var struct {
 	Name    string

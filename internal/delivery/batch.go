@@ -6,7 +6,12 @@ import (
 	"strconv"
 
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
+
+// MaxBatchEntries is the most entries in one SendMessageBatch,
+// PublishBatch or PutEvents.
+const MaxBatchEntries = 10
 
 // part is one row's entry in a batch request: the request entry, the
 // row's index in the rows given to Deliver (also the entry's id), and the
@@ -22,19 +27,19 @@ func (p part[E]) id() string { return strconv.Itoa(p.row) }
 
 // messageParts builds each row's message for a queue or topic, as entry
 // makes it, and gives a permanent error to a row that cannot be one or is
-// over the limit (sizeLimit's).
-func messageParts[E any](rows []outbox.Row, fifo bool, limit int, whose string, errs []error, entry func(id string, m message, row outbox.Row) E) []part[E] {
+// over the limit (target.SizeLimit's).
+func messageParts[E any](rows []outbox.Row, fifo bool, limit int, whose string, errs []error, entry func(id string, m target.Message, row outbox.Row) E) []part[E] {
 	var parts []part[E]
 	for i, row := range rows {
-		m, err := newMessage(row, fifo)
+		m, err := target.NewMessage(row, fifo)
 		if err == nil {
-			err = m.fits(limit, whose)
+			err = m.Fits(limit, whose)
 		}
 		if err != nil {
 			errs[i] = outbox.Permanent(err)
 			continue
 		}
-		p := part[E]{row: i, size: m.size}
+		p := part[E]{row: i, size: m.Size}
 		p.entry = entry(p.id(), m, row)
 		parts = append(parts, p)
 	}

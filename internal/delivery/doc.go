@@ -1,5 +1,7 @@
-// Package delivery sends outbox rows to Amazon SQS: it routes queue names
-// to queue URLs, packs SendMessageBatch requests within SQS's count and size
+// Package delivery sends outbox rows to their routes' targets: SQS queues
+// (SendMessageBatch), SNS topics (PublishBatch) and EventBridge buses
+// (PutEvents). It packs each request within the target's count and size
 // limits, sets the message attributes and FIFO fields, and classifies every
-// per-entry failure as permanent (the sender's fault) or transient.
+// per-entry failure as permanent (the sender's fault) or transient. The
+// rules it applies to a row (internal/target) are the producer's too.
 package delivery

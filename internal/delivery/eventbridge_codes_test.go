@@ -18,7 +18,7 @@ import (
 // when the caller's IAM policy does not allow the event's source or
 // detail-type on the bus (the events:source and events:detail-type
 // condition keys): access denials, fixed in IAM like AccessDeniedException,
-// which the deliverer already retries. README "Targets" dead-letters at
+// which the deliverer already retries. docs/targets.md dead-letters at
 // once only "MalformedDetail or InvalidArgument" and retries "an access
 // denial fixed in IAM"; the deliverer dead-letters these two at the first
 // attempt, so a policy tightened by mistake turns every event of the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // eventRowsPutEventsRefuses are rows PutEvents documents it refuses
@@ -47,7 +48,7 @@ func TestValidate_ToEventBridge_RefusesWhatPutEventsDocumentsItRefuses(t *testin
 	for _, tt := range eventRowsPutEventsRefuses() {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Error(t, delivery.Validate(tt.row, bus, 0),
+			require.Error(t, target.Validate(tt.row, bus, 0),
 				"the producer stages a row the deliverer can only dead-letter after PutEvents refuses it")
 		})
 	}

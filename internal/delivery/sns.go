@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // SNSAPI is the part of the SNS client the deliverer uses.
@@ -19,7 +20,7 @@ type SNSAPI interface {
 // attributes, group and deduplication id as SQS gets, so an SQS queue
 // subscribed with raw message delivery receives what a queue route sends.
 func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
-	limit, whose := sizeLimit(t, maxBytes)
+	limit, whose := target.SizeLimit(t, maxBytes)
 	parts := messageParts(rows, t.FIFO, limit, whose, errs, snsEntry)
 	inBatches(ctx, rows, parts, limit, errs, func(batch []part[types.PublishBatchRequestEntry]) {
 		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries(batch)})
@@ -39,14 +40,14 @@ func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxByte
 }
 
 // snsEntry is a message as a PublishBatch entry.
-func snsEntry(id string, m message, _ outbox.Row) types.PublishBatchRequestEntry {
-	attrs := make(map[string]types.MessageAttributeValue, len(m.attrs))
-	for k, v := range m.attrs {
-		attrs[k] = types.MessageAttributeValue{DataType: aws.String(attrType(k)), StringValue: aws.String(v)}
+func snsEntry(id string, m target.Message, _ outbox.Row) types.PublishBatchRequestEntry {
+	attrs := make(map[string]types.MessageAttributeValue, len(m.Attrs))
+	for k, v := range m.Attrs {
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String(target.AttrType(k)), StringValue: aws.String(v)}
 	}
-	e := types.PublishBatchRequestEntry{Id: aws.String(id), Message: aws.String(m.body), MessageAttributes: attrs}
-	if m.group != "" {
-		e.MessageGroupId, e.MessageDeduplicationId = aws.String(m.group), aws.String(m.dedup)
+	e := types.PublishBatchRequestEntry{Id: aws.String(id), Message: aws.String(m.Body), MessageAttributes: attrs}
+	if m.Group != "" {
+		e.MessageGroupId, e.MessageDeduplicationId = aws.String(m.Group), aws.String(m.Dedup)
 	}
 	return e
 }

@@ -17,7 +17,7 @@ import (
 // and throttling errors are client (4xx) errors, so a PublishBatch entry
 // refused for them is reported with SenderFault set. They are not faults
 // of the message: a throttle passes, a key re-enabled or a key policy or
-// IAM statement fixed lets the same message through. README "Targets"
+// IAM statement fixed lets the same message through. docs/targets.md
 // retries "a failed or throttled request ... an access denial fixed in
 // IAM", and "Customer managed key" promises a send refused for the key is
 // retried; the deliverer dead-letters every SenderFault entry at once.

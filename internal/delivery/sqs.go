@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // SQSAPI is the part of the SQS client the deliverer uses.
@@ -22,7 +23,7 @@ const sqsTraceHeader = "AWSTraceHeader"
 
 // toSQS sends rows to a queue with SendMessageBatch.
 func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxBytes int, errs []error) {
-	limit, whose := sizeLimit(t, maxBytes)
+	limit, whose := target.SizeLimit(t, maxBytes)
 	parts := messageParts(rows, t.FIFO, limit, whose, errs, sqsEntry)
 	inBatches(ctx, rows, parts, limit, errs, func(batch []part[types.SendMessageBatchRequestEntry]) {
 		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries(batch)})
@@ -43,19 +44,19 @@ func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxByte
 
 // sqsEntry is a message as a SendMessageBatch entry. A row with a valid
 // traceparent also carries it as AWSTraceHeader, in X-Ray's form.
-func sqsEntry(id string, m message, row outbox.Row) types.SendMessageBatchRequestEntry {
-	attrs := make(map[string]types.MessageAttributeValue, len(m.attrs))
-	for k, v := range m.attrs {
-		attrs[k] = types.MessageAttributeValue{DataType: aws.String(attrType(k)), StringValue: aws.String(v)}
+func sqsEntry(id string, m target.Message, row outbox.Row) types.SendMessageBatchRequestEntry {
+	attrs := make(map[string]types.MessageAttributeValue, len(m.Attrs))
+	for k, v := range m.Attrs {
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String(target.AttrType(k)), StringValue: aws.String(v)}
 	}
-	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(m.body), MessageAttributes: attrs}
-	if h, ok := XRayHeader(row.Attributes[AttrTraceParent]); ok {
+	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(m.Body), MessageAttributes: attrs}
+	if h, ok := target.XRayHeader(row.Attributes[target.AttrTraceParent]); ok {
 		e.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
 			sqsTraceHeader: {DataType: aws.String("String"), StringValue: aws.String(h)},
 		}
 	}
-	if m.group != "" {
-		e.MessageGroupId, e.MessageDeduplicationId = aws.String(m.group), aws.String(m.dedup)
+	if m.Group != "" {
+		e.MessageGroupId, e.MessageDeduplicationId = aws.String(m.Group), aws.String(m.Dedup)
 	}
 	return e
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // recorder answers SendMessageBatch with success for every entry, or with
@@ -180,7 +181,7 @@ func TestBody_KeepsSQSTextAndEncodesTheRest(t *testing.T) {
 		{[]byte("\uFFFE"), true},   // not allowed by SQS
 	}
 	for _, tt := range tests {
-		body, binary := delivery.Body(tt.payload)
+		body, binary := target.Body(tt.payload)
 		require.Equal(t, tt.wantBinary, binary, "%q", tt.payload)
 		if !binary {
 			require.Equal(t, string(tt.payload), body)

@@ -8,7 +8,7 @@ import (
 	"github.com/outflowhq/outflow/internal/delivery"
 )
 
-// README "## Targets": a bus is written "by its name (no slash) with at
+// docs/targets.md: a bus is written "by its name (no slash) with at
 // least one of them [source, detail-type]". An empty query string gives
 // none, so a queue or topic written by name with a stray "?" must still be
 // refused rather than taken for a bus whose rows all dead-letter for want

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 func TestStore_StageRefusesAnItemWithNoRoomForItsDeliveryState(t *testing.T) {
@@ -38,11 +38,11 @@ func TestStore_ARowAtTheLargestMessageLimitLivesItsWholeLife(t *testing.T) {
 	}
 	row := outbox.Row{Key: key, Queue: "events.fifo", Group: strings.Repeat("g", 128), Attributes: attrs, Attempt: outbox.MaxAttemptsLimit}
 	row.Payload = []byte("x")
-	require.NoError(t, delivery.Validate(row, delivery.Target{Kind: delivery.KindSQS, FIFO: true}, dynamo.MaxMessageBytes))
+	require.NoError(t, target.Validate(row, target.Target{Kind: target.KindSQS, FIFO: true}, dynamo.MaxMessageBytes))
 	for lo, hi := 1, dynamo.MaxMessageBytes; lo < hi; { // the largest payload the cap allows
 		mid := (lo + hi + 1) / 2
 		row.Payload = []byte(strings.Repeat("x", mid))
-		if delivery.Validate(row, delivery.Target{Kind: delivery.KindSQS, FIFO: true}, dynamo.MaxMessageBytes) == nil {
+		if target.Validate(row, target.Target{Kind: target.KindSQS, FIFO: true}, dynamo.MaxMessageBytes) == nil {
 			lo = mid
 		} else {
 			hi = mid - 1

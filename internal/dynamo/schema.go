@@ -13,7 +13,7 @@ import (
 )
 
 // Item attribute names. Producers in other languages write these by hand;
-// README.md documents them.
+// docs/other-languages.md documents them.
 const (
 	AttrKey        = "pk"
 	AttrQueue      = "queue"

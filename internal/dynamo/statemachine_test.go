@@ -19,7 +19,7 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// modelRow is the state machine of design.md, in memory.
+// modelRow is the state machine of docs/architecture.md, in memory.
 type modelRow struct {
 	exists     bool
 	status     outbox.Status

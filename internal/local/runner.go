@@ -216,11 +216,16 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 
 // loadTemplate resolves the template with opts.Params and, when
 // opts.SweepPartitions is set, SweepPartitions, with Shards raised to
-// match unless Params sets it.
+// match unless Params sets it. ExampleTargets is "true" unless Params
+// sets it: the local stack provisions the example queues, topic and bus
+// and routes to them, which a deploy does only when asked.
 func loadTemplate(opts Options) (*stack.Template, error) {
 	params := maps.Clone(opts.Params)
 	if params == nil {
 		params = map[string]string{}
+	}
+	if _, set := params["ExampleTargets"]; !set {
+		params["ExampleTargets"] = "true"
 	}
 	if opts.SweepPartitions > 0 {
 		params["SweepPartitions"] = strconv.Itoa(opts.SweepPartitions)

@@ -45,6 +45,20 @@ type ledger struct {
 	// handed holds the claim tokens the engine handed to the deliverer.
 	handed map[string]bool
 	bad    []string // violations seen as they happened
+	// keys serializes each key's writes with their records (a *sync.Mutex
+	// per key), so the ledger's order of a row's transitions is the
+	// table's: a release makes the row claimable at once, and without it
+	// another worker's claim could be recorded before the release that
+	// let it in (a soak under a load of 20 flagged exactly that).
+	keys sync.Map
+}
+
+// hold locks key's writes until the returned func is called.
+func (l *ledger) hold(key string) func() {
+	m, _ := l.keys.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 type claim struct {
@@ -123,6 +137,7 @@ type recStore struct {
 }
 
 func (s recStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
+	defer s.l.hold(key)()
 	row, err := s.Store.Claim(ctx, key, now, lease, max)
 	if err == nil {
 		s.l.mu.Lock()
@@ -153,18 +168,22 @@ func (s recStore) settled(op string, row outbox.Row, final bool, err error) erro
 }
 
 func (s recStore) Done(ctx context.Context, row outbox.Row, now time.Time) error {
+	defer s.l.hold(row.Key)()
 	return s.settled("done", row, true, s.Store.Done(ctx, row, now))
 }
 
 func (s recStore) Retry(ctx context.Context, row outbox.Row, due time.Time, h []outbox.AttemptError) error {
+	defer s.l.hold(row.Key)()
 	return s.settled("retry", row, false, s.Store.Retry(ctx, row, due, h))
 }
 
 func (s recStore) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, h []outbox.AttemptError) error {
+	defer s.l.hold(row.Key)()
 	return s.settled("dead-letter", row, true, s.Store.DeadLetter(ctx, row, now, h))
 }
 
 func (s recStore) Release(ctx context.Context, row outbox.Row) error {
+	defer s.l.hold(row.Key)()
 	return s.settled("release", row, false, s.Store.Release(ctx, row))
 }
 
@@ -172,6 +191,7 @@ func (s recStore) Release(ctx context.Context, row outbox.Row) error {
 // own (a lapsed claim, a pending row past its budget, an unreadable item),
 // so they are recorded without the token check.
 func (s recStore) Expire(ctx context.Context, row outbox.Row, now time.Time, max int, h []outbox.AttemptError) error {
+	defer s.l.hold(row.Key)()
 	err := s.Store.Expire(ctx, row, now, max, h)
 	if err == nil {
 		s.l.recordFinal(row.Key, "expire")
@@ -180,6 +200,7 @@ func (s recStore) Expire(ctx context.Context, row outbox.Row, now time.Time, max
 }
 
 func (s recStore) Quarantine(ctx context.Context, key string, now time.Time, reason string) error {
+	defer s.l.hold(key)()
 	err := s.Store.Quarantine(ctx, key, now, reason)
 	if err == nil {
 		s.l.recordFinal(key, "quarantine")

@@ -167,10 +167,7 @@ func TestOrdered_AnUnsureEarlierAttemptHoldsTheGroupThoughTheFinalAttemptIsRefus
 			_, err = e.Sweep(ctx)
 			require.NoError(t, err)
 
-			var got []string
-			for _, m := range awstest.Receive(t, h.routes["events.fifo"], 2, 5*time.Second) {
-				got = append(got, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
-			}
+			got := awstest.ReceiveKeys(t, h.routes["events.fifo"], 2, 5*time.Second)
 			t.Logf("SQS order of group g: %v (staged %v)", got, keys)
 			require.Equal(t, []string{p, s}, got, "first arrivals of group g out of staging order: s passed p's earlier, unsure request")
 		})
@@ -229,10 +226,7 @@ func TestOrdered_ARedriveDuringTheUnsureWaitKeepsTheWait(t *testing.T) {
 	_, err = e.Sweep(ctx)
 	require.NoError(t, err)
 
-	var got []string
-	for _, m := range awstest.Receive(t, h.routes["events.fifo"], 2, 5*time.Second) {
-		got = append(got, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
-	}
+	got := awstest.ReceiveKeys(t, h.routes["events.fifo"], 2, 5*time.Second)
 	t.Logf("SQS order of group g: %v (staged %v)", got, keys)
 	require.Equal(t, []string{p, s}, got, "first arrivals of group g out of staging order: s passed p's late first request")
 }

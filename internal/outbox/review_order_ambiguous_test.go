@@ -99,10 +99,7 @@ func TestReview_AnAmbiguousFinalFailureUnderSkipLetsTheSuccessorPassTheHead(t *t
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Delivered, "s went once p could no longer land")
 
-	var got []string
-	for _, m := range awstest.Receive(t, h.routes["events.fifo"], 2, 5*time.Second) {
-		got = append(got, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
-	}
+	got := awstest.ReceiveKeys(t, h.routes["events.fifo"], 2, 5*time.Second)
 	t.Logf("SQS order of group g: %v (staged %v)", got, keys)
 	require.Equal(t, []string{p, s}, got, "first arrivals of group g out of staging order")
 }

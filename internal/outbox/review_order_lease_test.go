@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/awstest"
@@ -159,11 +158,8 @@ func TestReview_ALeaseThatLapsesWhileTheRowIsQueuedLetsItsSuccessorGoFirst(t *te
 			require.NoError(t, err)
 
 			want := tc.want(p, s)
-			var got []string
 			// Two asked for either way: a late p must not go unseen.
-			for _, m := range awstest.Receive(t, h.routes["events.fifo"], 2, 5*time.Second) {
-				got = append(got, aws.ToString(m.MessageAttributes["outflow.key"].StringValue))
-			}
+			got := awstest.ReceiveKeys(t, h.routes["events.fifo"], 2, 5*time.Second)
 			t.Logf("SQS order of group g: %v (staged %v)", got, keys)
 			require.Equal(t, want, got, "first arrivals of group g out of staging order")
 			if len(want) == 1 {

@@ -75,9 +75,9 @@ func envInt(name string, def int) int {
 // FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
 // sweepers (two partitions and a whole sweep) and the wake under seeded
 // random faults on a virtual clock until quiescent, then checks the six
-// invariants of design.md. OUTFLOW_SOAK_ROWS sets the size (500 in make
-// test; make soak runs 20,000), OUTFLOW_SOAK_SEED the seed (else one from
-// the time).
+// invariants of docs/reliability.md ("Guarantees"). OUTFLOW_SOAK_ROWS sets
+// the size (500 in make test; make soak runs 20,000), OUTFLOW_SOAK_SEED the
+// seed (else one from the time).
 //
 // It runs twice on one seed. concurrent runs the workers, and each
 // engine's pipeline, in parallel: the seed replays its faults, row attempt

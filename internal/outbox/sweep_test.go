@@ -18,6 +18,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 func attr(m types.Message, name string) string {
@@ -62,7 +63,7 @@ func TestSweep_DeliversEveryRowAcrossQueuesWithKeyAttemptAndAttributes(t *testin
 			m, ok := byKey[row.Key]
 			require.True(t, ok, "message for %s", row.Key)
 			require.Equal(t, "1", attr(m, delivery.AttrAttempt))
-			body, isBinary := delivery.Body(row.Payload)
+			body, isBinary := target.Body(row.Payload)
 			require.Equal(t, body, aws.ToString(m.Body), "body byte for byte")
 			if isBinary {
 				require.Equal(t, "base64", attr(m, delivery.AttrEncoding))

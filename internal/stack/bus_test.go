@@ -23,7 +23,7 @@ func busDLQ(b stack.EventBus) string {
 // accepts a PutEvents entry first (the dispatcher then settles the row
 // done) and uses the key while it processes the event on the bus; an
 // encryption error there (the key disabled, or its policy missing
-// events.amazonaws.com, which README "Deploy" leaves to the operator) is
+// events.amazonaws.com, which docs/stack.md leaves to the operator) is
 // non-retriable, and the event goes to the bus's dead-letter queue, or
 // nowhere without one (EventBridge User Guide, "Using dead-letter queues
 // to capture encrypted event errors": "we strongly recommend specifying a

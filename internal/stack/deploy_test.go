@@ -32,6 +32,9 @@ import (
 // against the parameter (wiredTo); a sweep reservation and an alarm topic
 // turn on the properties they switch.
 var deployParameters = map[string]string{
+	// The example queues, topic and bus, routed to: the checks below read
+	// them back. own_targets_test.go deploys without them.
+	"ExampleTargets":              "true",
 	"SweepReservedConcurrency":    "5",
 	"AlarmTopicArn":               "arn:aws:sns:us-east-1:000000000000:outflow-alarms",
 	"SweepRate":                   "rate(2 minutes)",
@@ -53,7 +56,7 @@ var deployParameters = map[string]string{
 }
 
 // wiredTo names, for a resource's settings, the parameter each comes from,
-// as the README's parameter table documents them.
+// as docs/configuration.md's parameter table documents them.
 var wiredTo = map[string]map[string]string{
 	"SweepFunction":          {"MemorySize": "SweepMemoryMB", "Timeout": "SweepTimeoutSeconds", "ReservedConcurrentExecutions": "SweepReservedConcurrency"},
 	"WakeFunction":           {"MemorySize": "WakeMemoryMB", "Timeout": "WakeTimeoutSeconds"},

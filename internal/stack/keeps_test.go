@@ -3,7 +3,6 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -47,17 +46,17 @@ func rawResources(t *testing.T) map[string]struct {
 func TestTemplate_BusDeadLettersOutliveTheStackAndTheKey(t *testing.T) {
 	t.Parallel()
 	res := rawResources(t)["DomainBusDLQ"]
-	require.Equal(t, "HasKmsKey", res.Condition)
-	// Deleting the stack, clearing KmsKeyArn (which removes the queue from
-	// the template) or a replacement must not take the only copy of the
-	// events the key failed for.
+	// The example bus under a customer key: both ExampleTargets and
+	// KmsKeyArn.
+	require.Equal(t, "ExampleBusUnderKey", res.Condition)
+	// Deleting the stack, clearing KmsKeyArn or ExampleTargets (either
+	// removes the queue from the template) or a replacement must not take
+	// the only copy of the events the key failed for.
 	require.Equal(t, "Retain", res.DeletionPolicy)
 	require.Equal(t, "Retain", res.UpdateReplacePolicy)
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	oneLine := strings.Join(strings.Fields(string(readme)), " ")
+	oneLine := strings.Join(strings.Fields(doc(t, stackDoc)), " ")
 	require.Contains(t, oneLine, "Drain it (re-drive its events) before clearing `KmsKeyArn`")
-	require.Contains(t, readmeRow(t, string(readme), "KmsKeyArn"), "Drain `DomainBusDLQ` before clearing it")
+	require.Contains(t, docRow(t, doc(t, configurationDoc), "KmsKeyArn"), "Drain `DomainBusDLQ` before clearing it")
 }
 
 // TestTemplate_QueueDepthAlarmsKeepTheirStateWithoutData: SQS stops
@@ -190,7 +189,7 @@ func TestTemplate_TableIsProtectedFromDeletionUnlessTurnedOff(t *testing.T) {
 // TestTemplate_AlarmTopicArnTakesOnlyATopicThatCanReceiveAlarms: empty, or
 // a standard topic's ARN in any partition. A name, another service's ARN
 // or a FIFO topic (CloudWatch cannot publish to one) is refused at deploy,
-// not at the first alarm. The README says what the pattern cannot check:
+// not at the first alarm. The docs say what the pattern cannot check:
 // a topic under alias/aws/sns cannot receive alarms.
 func TestTemplate_AlarmTopicArnTakesOnlyATopicThatCanReceiveAlarms(t *testing.T) {
 	t.Parallel()
@@ -220,22 +219,18 @@ func TestTemplate_AlarmTopicArnTakesOnlyATopicThatCanReceiveAlarms(t *testing.T)
 		}
 	}
 	require.NoError(t, p.Allows(deployParameters["AlarmTopicArn"]), "the deploy test's topic")
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	row := readmeRow(t, string(readme), "AlarmTopicArn")
+	row := docRow(t, doc(t, configurationDoc), "AlarmTopicArn")
 	require.Contains(t, row, "`alias/aws/sns`")
 	require.Contains(t, row, "`cloudwatch.amazonaws.com`")
 	require.Contains(t, p.Description, "alias/aws/sns")
 }
 
-// TestDocs_DueIndexProjectionIsExplainedWhereTheParametersAre: the README
-// row says what the old value is for; the upgrade itself is tested in
+// TestDocs_DueIndexProjectionIsExplainedWhereTheParametersAre: the
+// parameter's row says what the old value is for; the upgrade itself is tested in
 // upgrade_test.go.
 func TestDocs_DueIndexProjectionIsExplainedWhereTheParametersAre(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	row := readmeRow(t, string(readme), "DueIndexProjection")
+	row := docRow(t, doc(t, configurationDoc), "DueIndexProjection")
 	require.Contains(t, row, "`created_at,queue,prev,seq`")
 	require.Contains(t, row, "`created_at,queue` keeps the index of a stack deployed before ordered groups")
 	p := load(t, nil).Parameters["DueIndexProjection"]

@@ -255,7 +255,7 @@ func TestTemplate_SweepRateCannotOutrunNoSweepAlarm(t *testing.T) {
 		accepted = append(accepted, v)
 		interval := rateInterval(t, v)
 		require.LessOrEqual(t, interval, period, "SweepRate %q deploys, and NoSweepAlarm (2 x %v) fires on a healthy stack", v, period)
-		sched, err := stack.Load(templatePath, map[string]string{"SweepRate": v})
+		sched, err := stack.Load(templatePath, withExamples(map[string]string{"SweepRate": v}))
 		require.NoError(t, err, v)
 		a := alarm(t, sched, "NoSweepAlarm")
 		require.LessOrEqual(t, interval, time.Duration(a.EvaluationPeriods-1)*time.Duration(a.Period)*time.Second,

@@ -35,8 +35,8 @@ func TestTemplate_ReservesNoConcurrencyUnlessAsked(t *testing.T) {
 			{"00", refused}, {"007", refused}, {"-1", refused}, {"1001", refused}, {"1.5", refused}, {"2.0", refused}, {" 2", refused}, {"", refused},
 		} {
 			overrides := map[string]string{param: tc.value}
-			tpl, errTpl := stack.Load(templatePath, overrides)
-			tr, errTr := stack.Parse(translatedRaw(t), overrides)
+			tpl, errTpl := stack.Load(templatePath, withExamples(overrides))
+			tr, errTr := stack.Parse(translatedRaw(t), withExamples(overrides))
 			if tc.want == refused {
 				require.Error(t, errTpl, "template accepts %s=%q", param, tc.value)
 				require.Error(t, errTr, "translation accepts %s=%q", param, tc.value)
@@ -73,19 +73,17 @@ func TestTemplate_ReservesNoConcurrencyUnlessAsked(t *testing.T) {
 // quota (the error names it); not a fixed 10.
 func TestTemplate_ReservationAdviceNamesLambdasMinimumUnreserved(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	deploy := regexp.MustCompile(`(?s)\*\*Concurrency quota\.\*\*.*?\n\n`).FindString(string(readme))
-	require.NotEmpty(t, deploy, "README's Deploy section has a Concurrency quota paragraph")
+	quota := regexp.MustCompile(`(?s)## Concurrency quota\n\n.*?\n\n`).FindString(doc(t, stackDoc))
+	require.NotEmpty(t, quota, "%s has a Concurrency quota section", stackDoc)
 	fixed10 := regexp.MustCompile(`N \+ 10\b|fewer than 10\b|\b10 must stay unreserved|keep 10 executions`)
 	template, err := os.ReadFile(templatePath)
 	require.NoError(t, err)
 	require.False(t, fixed10.Match(template), "template.yaml: the minimum is not a fixed 10")
-	texts := map[string]string{"README Deploy": deploy}
+	texts := map[string]string{stackDoc: quota}
+	configuration := doc(t, configurationDoc)
 	for param := range reservations {
 		texts[param+" description"] = load(t, nil).Parameters[param].Description
-		texts[param+" README row"] = regexp.MustCompile("(?m)^\\| `" + param + "` \\|.*$").FindString(string(readme))
-		require.NotEmpty(t, texts[param+" README row"], "README has a row for %s", param)
+		texts[param+" row"] = docRow(t, configuration, param)
 	}
 	for what, text := range texts {
 		text = strings.Join(strings.Fields(text), " ")

@@ -144,13 +144,9 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 		}
 		return result, nil
 	case "Fn::Join":
-		l, err := r.resolve(arg)
+		pair, err := r.pair(fn, arg, "[delimiter, list]")
 		if err != nil {
 			return nil, err
-		}
-		pair, ok := l.([]any)
-		if !ok || len(pair) != 2 {
-			return nil, fmt.Errorf("Fn::Join wants [delimiter, list], got %v", arg)
 		}
 		parts, _ := pair[1].([]any)
 		strs := make([]string, len(parts))
@@ -158,8 +154,61 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 			strs[i] = fmt.Sprint(p)
 		}
 		return strings.Join(strs, fmt.Sprint(pair[0])), nil
+	case "Fn::Split":
+		pair, err := r.pair(fn, arg, "[delimiter, string]")
+		if err != nil {
+			return nil, err
+		}
+		var out []any
+		for _, s := range strings.Split(fmt.Sprint(pair[1]), fmt.Sprint(pair[0])) {
+			out = append(out, s)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("unsupported intrinsic %s", fn)
+}
+
+// pair resolves the two arguments of fn, described by want.
+func (r *resolver) pair(fn string, arg any, want string) ([]any, error) {
+	l, err := r.resolve(arg)
+	if err != nil {
+		return nil, err
+	}
+	pair, ok := l.([]any)
+	if !ok || len(pair) != 2 {
+		return nil, fmt.Errorf("%s wants %s, got %v", fn, want, arg)
+	}
+	return pair, nil
+}
+
+// rules checks the template's Rules as CloudFormation does before it
+// creates anything: each assertion of a rule whose RuleCondition holds
+// (or that has none) must hold, else the value is refused with the
+// assertion's description.
+func (r *resolver) rules(rules map[string]any) error {
+	for name, v := range rules {
+		rule := asMap(v)
+		if cond, ok := rule["RuleCondition"]; ok {
+			on, err := r.resolve(cond)
+			if err != nil {
+				return fmt.Errorf("rule %s: %w", name, err)
+			}
+			if b, _ := on.(bool); !b {
+				continue
+			}
+		}
+		assertions, _ := rule["Assertions"].([]any)
+		for _, a := range assertions {
+			ok, err := r.resolve(asMap(a)["Assert"])
+			if err != nil {
+				return fmt.Errorf("rule %s: %w", name, err)
+			}
+			if b, _ := ok.(bool); !b {
+				return fmt.Errorf("rule %s: %v", name, asMap(a)["AssertDescription"])
+			}
+		}
+	}
+	return nil
 }
 
 // paramText replaces each Ref of a parameter in the list args with the

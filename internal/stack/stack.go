@@ -55,8 +55,9 @@ type Parameter struct {
 
 // Allows reports whether CloudFormation accepts value for the parameter:
 // a Number must parse and lie within MinValue and MaxValue, a value must
-// be one of AllowedValues if there are any, and a String must match
-// AllowedPattern as a whole (CloudFormation matches the whole value).
+// be one of AllowedValues if there are any, a String must match
+// AllowedPattern as a whole (CloudFormation matches the whole value), and
+// each element of a CommaDelimitedList must.
 func (p Parameter) Allows(value string) error {
 	if p.Type == "Number" {
 		n, err := strconv.ParseFloat(value, 64)
@@ -73,17 +74,27 @@ func (p Parameter) Allows(value string) error {
 	if len(p.AllowedValues) > 0 && !slices.ContainsFunc(p.AllowedValues, func(a any) bool { return fmt.Sprint(a) == value }) {
 		return fmt.Errorf("%q is not one of AllowedValues %v", value, p.AllowedValues)
 	}
-	if p.AllowedPattern != "" && p.Type == "String" {
+	if p.AllowedPattern != "" && (p.Type == "String" || p.Type == commaList) {
 		re, err := regexp.Compile(`^(?:` + p.AllowedPattern + `)$`)
 		if err != nil {
 			return fmt.Errorf("AllowedPattern %q: %w", p.AllowedPattern, err)
 		}
-		if !re.MatchString(value) {
-			return fmt.Errorf("%q does not match AllowedPattern %q", value, p.AllowedPattern)
+		elems := []string{value}
+		if p.Type == commaList {
+			elems = strings.Split(value, ",")
+		}
+		for _, e := range elems {
+			if !re.MatchString(e) {
+				return fmt.Errorf("%q does not match AllowedPattern %q", e, p.AllowedPattern)
+			}
 		}
 	}
 	return nil
 }
+
+// commaList is the CommaDelimitedList parameter type: Ref gives the value
+// split at each comma, so an empty value is [""], not [].
+const commaList = "CommaDelimitedList"
 
 // Resource is one resource, its properties resolved. For serverless
 // functions the template's Globals are merged in.
@@ -147,6 +158,13 @@ func parse(raw []byte, path string, overrides map[string]string) (*Template, err
 		if err := p.Allows(p.text); err != nil {
 			return nil, fmt.Errorf("parameter %s: %w", name, err)
 		}
+		if p.Type == commaList {
+			var l []any
+			for _, e := range strings.Split(p.text, ",") {
+				l = append(l, e)
+			}
+			p.Value = l
+		}
 		r.t.Parameters[name] = p
 	}
 	for name := range overrides {
@@ -159,6 +177,9 @@ func parse(raw []byte, path string, overrides map[string]string) (*Template, err
 		if _, err := r.condition(name); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.rules(asMap(top["Rules"])); err != nil {
+		return nil, err
 	}
 	globals := asMap(asMap(top["Globals"])["Function"])
 	for name, v := range asMap(top["Resources"]) {
@@ -234,7 +255,7 @@ func mergeGlobals(globals, props map[string]any) map[string]any {
 // tags or field names matching the CloudFormation property names).
 func (r Resource) Decode(v any) error { return remarshal(r.Properties, v) }
 
-// OfType returns the names of every resource of the given type.
+// OfType returns the names of every resource of the given type, sorted.
 func (t *Template) OfType(typ string) []string {
 	var names []string
 	for name, r := range t.Resources {
@@ -242,6 +263,7 @@ func (t *Template) OfType(typ string) []string {
 			names = append(names, name)
 		}
 	}
+	slices.Sort(names)
 	return names
 }
 

@@ -22,11 +22,24 @@ const templatePath = "../../template.yaml"
 
 var functions = []string{"SweepFunction", "WakeFunction"}
 
+// load resolves template.yaml with overrides. ExampleTargets is "true"
+// unless overrides set it, as outflow local resolves it: most tests check
+// the example targets and the grants on them. The tests of a deploy to
+// your own targets (own_targets_test.go) set it "false".
 func load(t *testing.T, overrides map[string]string) *stack.Template {
 	t.Helper()
-	tpl, err := stack.Load(templatePath, overrides)
+	tpl, err := stack.Load(templatePath, withExamples(overrides))
 	require.NoError(t, err)
 	return tpl
+}
+
+// withExamples is overrides with ExampleTargets "true" unless they set it.
+func withExamples(overrides map[string]string) map[string]string {
+	out := map[string]string{"ExampleTargets": "true"}
+	for k, v := range overrides {
+		out[k] = v
+	}
+	return out
 }
 
 // templateText is template.yaml as written.

@@ -33,10 +33,11 @@ func translatedRaw(t *testing.T) []byte {
 	return translation.raw
 }
 
-// translated is the SAM translation with its intrinsics resolved.
+// translated is the SAM translation with its intrinsics resolved,
+// ExampleTargets "true" unless overrides set it (as load).
 func translated(t *testing.T, overrides map[string]string) *stack.Template {
 	t.Helper()
-	tpl, err := stack.Parse(translatedRaw(t), overrides)
+	tpl, err := stack.Parse(translatedRaw(t), withExamples(overrides))
 	require.NoError(t, err)
 	return tpl
 }

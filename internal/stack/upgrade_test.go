@@ -129,7 +129,10 @@ func TestUpgrade_AStackFromBeforeOrderedGroupsUpdatesOnlyKeepingItsDueIndex(t *t
 			require.NoError(t, err)
 			require.NoError(t, store.StageOrdered(ctx, outbox.Row{Key: "before-upgrade", Queue: "events.fifo", Group: "g", Payload: []byte(`{}`)}, time.Now()))
 
-			err = d.update(t, translatedRaw(t), tt.parameters)
+			// The old stack has the example targets and routes to them:
+			// updating it keeps them only with ExampleTargets "true"
+			// (docs/deploy.md says so).
+			err = d.update(t, translatedRaw(t), withExamples(tt.parameters))
 			if tt.refused != "" {
 				require.ErrorContains(t, err, tt.refused)
 				require.ElementsMatch(t, []string{dynamo.AttrCreatedAt, dynamo.AttrQueue}, deployedDueIndex(t, ddb, table).Projection.NonKeyAttributes, "the refused update left the index alone")

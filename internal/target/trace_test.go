@@ -1,4 +1,4 @@
-package delivery_test
+package target_test
 
 import (
 	"fmt"
@@ -7,8 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/target"
 )
+
+// traceParent is a valid W3C traceparent.
+const traceParent = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
 
 func TestValidTraceParent_AcceptsW3CsFormOnly(t *testing.T) {
 	t.Parallel()
@@ -28,7 +31,7 @@ func TestValidTraceParent_AcceptsW3CsFormOnly(t *testing.T) {
 		{"", false},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.ok, delivery.ValidTraceParent(tt.in) == nil, tt.in)
+		require.Equal(t, tt.ok, target.ValidTraceParent(tt.in) == nil, tt.in)
 	}
 }
 
@@ -45,7 +48,7 @@ func TestTraceParentFromXRay_ReadsLambdasHeader(t *testing.T) {
 		{"garbage", ""},
 	}
 	for _, tt := range tests {
-		got, ok := delivery.TraceParentFromXRay(tt.header)
+		got, ok := target.TraceParentFromXRay(tt.header)
 		require.Equal(t, tt.want, got, tt.header)
 		require.Equal(t, tt.want != "", ok, tt.header)
 	}
@@ -66,12 +69,12 @@ func TestXRayHeader_RoundTripsEveryTraceParent(t *testing.T) {
 			flags = "01"
 		}
 		tp := "00-" + trace + "-" + parent + "-" + flags
-		if delivery.ValidTraceParent(tp) != nil {
+		if target.ValidTraceParent(tp) != nil {
 			t.Skip("all-zero ids are invalid")
 		}
-		h, ok := delivery.XRayHeader(tp)
+		h, ok := target.XRayHeader(tp)
 		require.True(t, ok)
-		back, ok := delivery.TraceParentFromXRay(h)
+		back, ok := target.TraceParentFromXRay(h)
 		require.True(t, ok)
 		require.Equal(t, tp, back)
 	})

@@ -1,4 +1,4 @@
-package delivery
+package target
 
 import (
 	"encoding/base64"
@@ -24,9 +24,6 @@ const (
 	// MaxAttributes is the most message attributes SQS accepts, and the
 	// most SNS passes on to an SQS subscriber.
 	MaxAttributes = 10
-	// MaxBatchEntries is the most entries in one SendMessageBatch,
-	// PublishBatch or PutEvents.
-	MaxBatchEntries = 10
 	// MaxMessageBytes is the size limit of one message and of one batch,
 	// body plus attribute names, types and values. SQS accepts up to 1 MiB
 	// today; 256 KiB is what every emulator and older region accepts, so it
@@ -60,14 +57,14 @@ var (
 // staging. maxBytes 0 means MaxMessageBytes.
 func Validate(row outbox.Row, t Target, maxBytes int) error {
 	if t.Kind == KindEventBridge {
-		_, err := newEvent(row, t)
+		_, err := NewEvent(row, t)
 		return err
 	}
-	m, err := newMessage(row, t.FIFO)
+	m, err := NewMessage(row, t.FIFO)
 	if err != nil {
 		return err
 	}
-	return m.fits(sizeLimit(t, maxBytes))
+	return m.Fits(SizeLimit(t, maxBytes))
 }
 
 // limit is the message size limit maxBytes stands for.
@@ -78,47 +75,47 @@ func limit(maxBytes int) int {
 	return maxBytes
 }
 
-// sizeLimit is the limit on one message and one request to a queue or
+// SizeLimit is the limit on one message and one request to a queue or
 // topic, maxBytes (0: MaxMessageBytes) and for a topic SNS's own at most,
 // and whose it is, as an error names it.
-func sizeLimit(t Target, maxBytes int) (int, string) {
+func SizeLimit(t Target, maxBytes int) (int, string) {
 	if t.Kind == KindSNS {
 		return min(limit(maxBytes), MaxSNSBytes), "SNS's "
 	}
 	return limit(maxBytes), "the "
 }
 
-// message is a row as SQS and SNS carry it: a text body, message
+// Message is a row as SQS and SNS carry it: a text body, message
 // attributes, and its size as both count it.
-type message struct {
-	body  string
-	attrs map[string]string // every attribute is a String but attempt, a Number
-	size  int
-	// group and dedup are set for a FIFO queue or topic.
-	group, dedup string
+type Message struct {
+	Body  string
+	Attrs map[string]string // every attribute is a String but attempt, a Number (AttrType)
+	Size  int
+	// Group and Dedup are set for a FIFO queue or topic.
+	Group, Dedup string
 }
 
-// fits says why the message is over a size limit, if it is.
-func (m message) fits(limit int, whose string) error {
-	if m.size > limit {
-		return fmt.Errorf("%w: %d bytes with attributes, over %s%d-byte limit", ErrTooLarge, m.size, whose, limit)
+// Fits says why the message is over a size limit, if it is.
+func (m Message) Fits(limit int, whose string) error {
+	if m.Size > limit {
+		return fmt.Errorf("%w: %d bytes with attributes, over %s%d-byte limit", ErrTooLarge, m.Size, whose, limit)
 	}
 	return nil
 }
 
-// attrType is the data type of an attribute Outflow sends.
-func attrType(name string) string {
+// AttrType is the data type of an attribute Outflow sends.
+func AttrType(name string) string {
 	if name == AttrAttempt {
 		return "Number"
 	}
 	return "String"
 }
 
-// newMessage builds the message for a row, or says why the row cannot be
+// NewMessage builds the message for a row, or says why the row cannot be
 // one.
-func newMessage(row outbox.Row, fifo bool) (message, error) {
+func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 	if len(row.Payload) == 0 {
-		return message{}, fmt.Errorf("%w: SQS and SNS need a message body of at least one character", ErrEmptyPayload)
+		return Message{}, fmt.Errorf("%w: SQS and SNS need a message body of at least one character", ErrEmptyPayload)
 	}
 	body, binary := Body(row.Payload)
 	attrs := map[string]string{AttrKey: row.Key, AttrAttempt: strconv.Itoa(row.Attempt)}
@@ -126,23 +123,23 @@ func newMessage(row outbox.Row, fifo bool) (message, error) {
 		attrs[AttrEncoding] = "base64"
 	}
 	if err := checkAttributes(row.Attributes); err != nil {
-		return message{}, err
+		return Message{}, err
 	}
 	for k, v := range row.Attributes {
 		attrs[k] = v
 	}
 	if len(attrs) > MaxAttributes {
-		return message{}, fmt.Errorf("%w: %d with Outflow's own, SQS allows %d (and SNS passes on)", ErrTooManyAttributes, len(attrs), MaxAttributes)
+		return Message{}, fmt.Errorf("%w: %d with Outflow's own, SQS allows %d (and SNS passes on)", ErrTooManyAttributes, len(attrs), MaxAttributes)
 	}
-	m := message{body: body, attrs: attrs, size: len(body)}
+	m := Message{Body: body, Attrs: attrs, Size: len(body)}
 	for k, v := range attrs {
-		m.size += len(k) + len(attrType(k)) + len(v)
+		m.Size += len(k) + len(AttrType(k)) + len(v)
 	}
 	if fifo {
 		if err := checkFIFO(row); err != nil {
-			return message{}, err
+			return Message{}, err
 		}
-		m.group, m.dedup = row.Group, row.Key
+		m.Group, m.Dedup = row.Group, row.Key
 	}
 	return m, nil
 }

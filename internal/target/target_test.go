@@ -1,34 +1,34 @@
-package delivery_test
+package target_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 func TestParseRoutes_ReadsEachKindOfTarget(t *testing.T) {
 	t.Parallel()
-	got, err := delivery.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events.fifo=https://sqs.eu-west-1.amazonaws.com/1/events.fifo," +
+	got, err := target.ParseRoutes(" orders=http://localhost:4566/000000000000/orders , events.fifo=https://sqs.eu-west-1.amazonaws.com/1/events.fifo," +
 		"notices=arn:aws:sns:us-east-1:123456789012:notices,fan.fifo=arn:aws:sns:us-east-1:123456789012:fan.fifo," +
 		"domain=arn:aws:events:us-east-1:123456789012:event-bus/domain?source=app.orders&detail-type=OrderPlaced,default-bus=default?detail-type=Changed")
 	require.NoError(t, err)
 	require.Len(t, got, 6)
-	back, err := delivery.ParseRoutes(got.String())
+	back, err := target.ParseRoutes(got.String())
 	require.NoError(t, err)
 	require.Equal(t, got, back)
 
 	targets, err := got.Targets()
 	require.NoError(t, err)
-	require.Equal(t, map[string]delivery.Target{
-		"orders":      {Kind: delivery.KindSQS, Address: "http://localhost:4566/000000000000/orders"},
-		"events.fifo": {Kind: delivery.KindSQS, Address: "https://sqs.eu-west-1.amazonaws.com/1/events.fifo", FIFO: true},
-		"notices":     {Kind: delivery.KindSNS, Address: "arn:aws:sns:us-east-1:123456789012:notices"},
-		"fan.fifo":    {Kind: delivery.KindSNS, Address: "arn:aws:sns:us-east-1:123456789012:fan.fifo", FIFO: true},
-		"domain": {Kind: delivery.KindEventBridge, Address: "arn:aws:events:us-east-1:123456789012:event-bus/domain",
+	require.Equal(t, map[string]target.Target{
+		"orders":      {Kind: target.KindSQS, Address: "http://localhost:4566/000000000000/orders"},
+		"events.fifo": {Kind: target.KindSQS, Address: "https://sqs.eu-west-1.amazonaws.com/1/events.fifo", FIFO: true},
+		"notices":     {Kind: target.KindSNS, Address: "arn:aws:sns:us-east-1:123456789012:notices"},
+		"fan.fifo":    {Kind: target.KindSNS, Address: "arn:aws:sns:us-east-1:123456789012:fan.fifo", FIFO: true},
+		"domain": {Kind: target.KindEventBridge, Address: "arn:aws:events:us-east-1:123456789012:event-bus/domain",
 			Source: "app.orders", DetailType: "OrderPlaced"},
-		"default-bus": {Kind: delivery.KindEventBridge, Address: "default", DetailType: "Changed"},
+		"default-bus": {Kind: target.KindEventBridge, Address: "default", DetailType: "Changed"},
 	}, targets)
 }
 
@@ -58,7 +58,7 @@ func TestParseRoutes_RefusesWhatNoTargetIs(t *testing.T) {
 	for in, want := range tests {
 		t.Run(in, func(t *testing.T) {
 			t.Parallel()
-			_, err := delivery.ParseRoutes(in)
+			_, err := target.ParseRoutes(in)
 			require.ErrorContains(t, err, want)
 		})
 	}
@@ -66,7 +66,7 @@ func TestParseRoutes_RefusesWhatNoTargetIs(t *testing.T) {
 
 func TestParseTarget_KeepsAPlusInAnOption(t *testing.T) {
 	t.Parallel()
-	got, err := delivery.ParseTarget("bus?source=my+app&detail-type=Order%20Placed")
+	got, err := target.ParseTarget("bus?source=my+app&detail-type=Order%20Placed")
 	require.NoError(t, err)
 	require.Equal(t, "my+app", got.Source)
 	require.Equal(t, "Order Placed", got.DetailType)
