@@ -27,9 +27,9 @@ help: ## Show this help.
 # server (about 320 MB), then for tests, lint and packaging aws-sam-cli and
 # shellcheck besides (about 420 MB in all).
 $(VENV)/.moto: requirements-moto.txt
-	@echo "installing the moto server into $(VENV) (first run only, about a minute)..."
+	@echo "installing the moto server into $(VENV) (first run only: one to a few minutes)..."
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-moto.txt
+	$(VENV)/bin/pip install --progress-bar off --disable-pip-version-check -r requirements-moto.txt
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.moto requirements-tools.txt

@@ -270,6 +270,7 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 	}{
 		{[]string{"enqueue", "--body", "x"}, cli.ExitUsage, `required flag(s) "queue" not set`},
 		{[]string{"enqueue", "--queue", "orders"}, cli.ExitUsage, "exactly one of --body and --body-file"},
+		{[]string{"enqueue", "--queue", "orders", "--body", ""}, cli.ExitUsage, "--body is empty: a row needs a payload"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--attr", "novalue"}, cli.ExitUsage, "want name=value"},
 		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--routes", "events.fifo=http://localhost:1/q.fifo"}, cli.ExitError, "FIFO queue needs a message group"},
 		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--group", "g"}, cli.ExitError, "no such route"},

@@ -31,8 +31,14 @@ func (a *app) enqueueCommand() *cobra.Command {
 		Short: "Stage one row, validated as the producer package does (against its route's target when routes are known)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (body == "") == (bodyFile == "") {
+			bodySet, fileSet := cmd.Flags().Changed("body"), cmd.Flags().Changed("body-file")
+			switch {
+			case bodySet && fileSet, !bodySet && !fileSet:
 				return usagef("give exactly one of --body and --body-file")
+			case bodySet && body == "":
+				return usagef("--body is empty: a row needs a payload")
+			case fileSet && bodyFile == "":
+				return usagef("--body-file is empty: name a file")
 			}
 			payload := []byte(body)
 			if bodyFile != "" {
