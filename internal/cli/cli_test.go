@@ -229,7 +229,7 @@ func TestDeadPurge_RefusesWithoutYesAndDeletesOnlyDeadLetters(t *testing.T) {
 
 	r = e.run(t, "dead", "purge", "--queue", "ghost", "--older-than", "1h", "--yes")
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, "purged 0", "none is that old")
+	require.Contains(t, r.stdout, "purged 0 of those failed more than 1h0m0s ago", "none is that old, and the report says why")
 
 	out := e.ok(t, "dead", "purge", keys[0], "live", "--yes")
 	require.Contains(t, out, "purged 1, skipped 1")

@@ -258,6 +258,10 @@ type bulkResult struct {
 	Done    int      `json:"done"`
 	Skipped int      `json:"skipped"`
 	Keys    []string `json:"keys,omitempty"`
+	// OlderThan is --older-than, when given: younger dead letters were
+	// not selected, and the report says so rather than let a 0 look like
+	// an empty table.
+	OlderThan string `json:"older_than,omitempty"`
 }
 
 // apply runs op on every key each gives (8 at a time, as each reads
@@ -317,7 +321,11 @@ func (a *app) report(res bulkResult, past string) error {
 			}
 			return
 		}
-		fmt.Fprintf(w, "%s %d, skipped %d (not dead letters)\n", past, res.Done, res.Skipped)
+		of := ""
+		if res.OlderThan != "" {
+			of = " of those failed more than " + res.OlderThan + " ago"
+		}
+		fmt.Fprintf(w, "%s %d%s, skipped %d (not dead letters)\n", past, res.Done, of, res.Skipped)
 	})
 }
 
@@ -367,7 +375,7 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 	var sel selection
 	var yes bool
 	cmd := &cobra.Command{
-		Use:   "purge (KEY...|--queue Q --older-than DUR|--all) --yes",
+		Use:   "purge (KEY...|--queue Q|--all) [--older-than DUR] --yes",
 		Short: "Delete dead letters for good",
 		Long:  "Purge deletes only rows that are failed, and refuses to run without --yes.",
 		RunE: func(cmd *cobra.Command, keys []string) error {
@@ -383,6 +391,9 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 			}
 			each := func(fn func(string) error) error { return a.eachKey(cmd.Context(), op, keys, sel, fn) }
 			res, err := a.apply(cmd.Context(), "purge", each, op.Purge)
+			if sel.olderThan > 0 {
+				res.OlderThan = sel.olderThan.String()
+			}
 			if rerr := a.report(res, "purged"); rerr != nil {
 				return rerr
 			}

@@ -23,7 +23,7 @@ func TestDeadBulkQueue_ReachesEveryOneOnAShrinkingIndex(t *testing.T) {
 	}{
 		{"redrive --queue", []string{"dead", "redrive", "--queue", "ghost"}, "redriven 150, skipped 0"},
 		{"purge --queue", []string{"dead", "purge", "--queue", "ghost", "--yes"}, "purged 150, skipped 0"},
-		{"purge --queue --older-than", []string{"dead", "purge", "--queue", "ghost", "--older-than", "1ns", "--yes"}, "purged 150, skipped 0"},
+		{"purge --queue --older-than", []string{"dead", "purge", "--queue", "ghost", "--older-than", "1ns", "--yes"}, "purged 150 of those failed more than 1ns ago, skipped 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
