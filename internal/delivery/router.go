@@ -50,15 +50,18 @@ func New(c Clients, routes Routes, maxBytes int) (*Router, error) {
 }
 
 // Deliver implements outbox.Deliverer. Rows that cannot be sent as they are
-// (no route, too large, too many attributes, no FIFO group, not JSON for
+// (too large, too many attributes, no FIFO group, not JSON for
 // EventBridge, or refused as the sender's fault) get a permanent error; a
-// failed request or a failure on the service's side a transient one.
+// failed request or a failure on the service's side a transient one. A
+// row whose queue has no route gets outbox.Unrouted: retried, since the
+// route missing is more often this dispatcher's mistake than the row's,
+// and dead-lettered when its budget is spent.
 func (r *Router) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
 	errs := make([]error, len(rows))
 	t, ok := r.targets[queue]
 	if !ok {
 		for i := range errs {
-			errs[i] = outbox.Permanent(fmt.Errorf("no route for queue %q", queue))
+			errs[i] = outbox.Unrouted(queue)
 		}
 		return errs
 	}

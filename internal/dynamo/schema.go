@@ -51,6 +51,19 @@ const (
 	AttrErrorsUnreadable = "errors_unreadable"
 )
 
+// Attributes of the published configuration item (ConfigItem), and of no
+// row: none is an index key, the status or the TTL attribute.
+const (
+	AttrFormat          = "format"
+	AttrRoutes          = "routes"
+	AttrOrdered         = "ordered"
+	AttrShards          = "shards"
+	AttrMaxMessageBytes = "max_message_bytes"
+	AttrRevision        = "revision"
+	AttrPublishedAt     = "published_at"
+	AttrPublishedBy     = "published_by"
+)
+
 // Index names.
 const (
 	DueIndex  = "due"
@@ -75,6 +88,20 @@ type Schema struct {
 	Indexes      []Index
 	StreamView   types.StreamViewType
 	TTLAttribute string
+	// Config is the one item that is neither a row nor a group item.
+	Config ConfigItem
+}
+
+// ConfigItem describes the dispatcher's published configuration: one item
+// at Key, with Attributes (and the key), each of the type given. It
+// carries no status, no index key and no TTL attribute, so the stream
+// filter, the wake, the indexes (and with them the sweep, the stray-row
+// audit, stats and dead-letter commands) and TTL never see it.
+type ConfigItem struct {
+	Key        string
+	Attributes map[string]types.ScalarAttributeType
+	// Maps are the attributes that are maps of strings (M of S).
+	Maps []string
 }
 
 // Table is Outflow's table schema.
@@ -100,6 +127,15 @@ var Table = Schema{
 	},
 	StreamView:   types.StreamViewTypeNewImage,
 	TTLAttribute: AttrExpiresAt,
+	Config: ConfigItem{
+		Key: ConfigKey,
+		Attributes: map[string]types.ScalarAttributeType{
+			AttrFormat: types.ScalarAttributeTypeN, AttrShards: types.ScalarAttributeTypeN,
+			AttrMaxMessageBytes: types.ScalarAttributeTypeN, AttrRevision: types.ScalarAttributeTypeN,
+			AttrPublishedAt: types.ScalarAttributeTypeN, AttrPublishedBy: types.ScalarAttributeTypeS,
+		},
+		Maps: []string{AttrRoutes, AttrOrdered},
+	},
 }
 
 // WithoutLinks returns the schema with a due index that projects only

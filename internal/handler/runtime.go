@@ -32,6 +32,9 @@ type Runtime struct {
 	Log     *slog.Logger
 	// Metrics receives one EMF line per invocation (stdout in Lambda).
 	Metrics io.Writer
+	// publisher publishes Config in the table at the first invocation;
+	// nil publishes nothing.
+	publisher *publisher
 	// metricsLevel is the level the EMF lines carry, so Lambda's log
 	// filter keeps them at any application log level.
 	metricsLevel string
@@ -75,6 +78,8 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 		return nil, err
 	}
 	rt := &Runtime{Config: cfg, Engine: engine, Audit: audit, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}
+	rt.publisher = &publisher{api: dynamo.WithCallTimeout(dynamodb.NewFromConfig(awsCfg), call), table: cfg.Store.Table,
+		by: getenv("AWS_LAMBDA_FUNCTION_NAME"), what: cfg.Published()}
 	// Lambda names the running function; the fan-out invokes it again.
 	if name := getenv("AWS_LAMBDA_FUNCTION_NAME"); name != "" && cfg.SweepPartitions > 1 {
 		rt.Invoker = LambdaInvoker{API: lambda.NewFromConfig(awsCfg), Function: name}
@@ -90,7 +95,7 @@ func (rt *Runtime) report(ctx context.Context, s telemetry.Summary) {
 		"dead_lettered", s.DeadLettered, "released", s.Released, "expired", s.Expired,
 		"skipped", s.Skipped, "conflicts", s.Conflicts, "errors", s.Errors,
 		"oldest_due_age_ms", s.OldestDueAgeMs, "duration_ms", s.DurationMs, "stopped", s.Stopped,
-		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows, "partition", s.Partition)
+		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows, "unrouted_rows", s.UnroutedRows, "partition", s.Partition)
 	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, rt.metricsLevel, time.Now(), s); err != nil {
 		rt.Log.WarnContext(ctx, "emit metrics failed", "error", err)
 	}

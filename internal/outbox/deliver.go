@@ -52,12 +52,13 @@ func Refused(err error) error { return &RefusedError{Err: err} }
 
 // Definite reports whether a failed send's err says for certain that the
 // target did not store the row: a permanent error (the row was refused, or
-// never sent) or a per-entry refusal (Refused). Any other error leaves the
+// never sent), a per-entry refusal (Refused), or no route (Unrouted: no
+// request was made). Any other error leaves the
 // outcome unknown: a timeout, a reset connection, a 5xx or a throttle of
 // the whole request, or an answer that left the row out. The target may
 // have stored such a request, and may store it later than the client gave
 // up on it.
 func Definite(err error) bool {
 	var r *RefusedError
-	return IsPermanent(err) || errors.As(err, &r)
+	return IsPermanent(err) || errors.As(err, &r) || IsUnrouted(err)
 }

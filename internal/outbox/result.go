@@ -17,6 +17,10 @@ type Result struct {
 	// DeadLettered rows are now failed: permanent error, spent budget or
 	// unreadable.
 	DeadLettered int
+	// Unrouted counts failed attempts of rows whose queue the deliverer
+	// has no route for (UnroutedError), retried or, with the budget spent,
+	// dead-lettered: each counts in Retried or DeadLettered too.
+	Unrouted int
 	// Released rows were claimed but not sent before the deadline margin.
 	Released int
 	// Expired rows lost their final claim (crash or timeout) and failed.
@@ -51,7 +55,7 @@ type Result struct {
 // tally is the concurrent counterpart of Result.
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
-	expired, skipped, conflicts, errors                 atomic.Int64
+	expired, skipped, conflicts, errors, unrouted       atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -61,6 +65,7 @@ func (t *tally) result() Result {
 		Retried:      int(t.retried.Load()),
 		DeadLettered: int(t.deadLettered.Load()),
 		Released:     int(t.released.Load()),
+		Unrouted:     int(t.unrouted.Load()),
 		Expired:      int(t.expired.Load()),
 		Skipped:      int(t.skipped.Load()),
 		Conflicts:    int(t.conflicts.Load()),

@@ -546,6 +546,9 @@ func (r *run) all(n int, f func(int)) {
 // settle records the outcome of one delivery attempt.
 func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	now := r.now()
+	if IsUnrouted(sendErr) {
+		r.t.unrouted.Add(1)
+	}
 	switch {
 	case sendErr == nil:
 		r.t.delivered.Add(1)

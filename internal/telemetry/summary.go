@@ -41,6 +41,12 @@ type Summary struct {
 	// each once: a dead-lettered one counts in DeadLettered too; a failed
 	// move counts only in Errors, until a later sweep resolves the row.
 	StrayRows int `json:"stray_rows"`
+	// UnroutedRows counts failed attempts of rows whose queue this
+	// dispatcher has no route for: retried with backoff, dead-lettered
+	// only when their budget is spent (each counts in Retried or
+	// DeadLettered too). Any is a route missing from OUTFLOW_ROUTES, or a
+	// producer writing a queue name no route has.
+	UnroutedRows int `json:"unrouted_rows"`
 	// Partition is the sweep's share of the due index, "index/count"
 	// (outbox.Partition), when the backstop runs as more than one sweep.
 	Partition string `json:"partition,omitempty"`
@@ -53,7 +59,7 @@ func NewSummary(function string, r outbox.Result) Summary {
 		DeadLettered: r.DeadLettered + r.Expired, Released: r.Released, Expired: r.Expired,
 		Skipped: r.Skipped, Conflicts: r.Conflicts, Errors: r.Errors,
 		OldestDueAgeMs: r.OldestDueAge.Milliseconds(), DurationMs: r.Duration.Milliseconds(), Stopped: r.Stopped,
-		Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
+		UnroutedRows: r.Unrouted, Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
 	}
 }
 
@@ -76,6 +82,7 @@ var metrics = []metric{
 	{"BlockedGroups", "Count", func(s Summary) int64 { return int64(s.BlockedGroups) }},
 	{"OldestBlockedAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestBlockedAgeMs }},
 	{"StrayRows", "Count", func(s Summary) int64 { return int64(s.StrayRows) }},
+	{"UnroutedRows", "Count", func(s Summary) int64 { return int64(s.UnroutedRows) }},
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
 }
 
