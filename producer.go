@@ -79,6 +79,9 @@ func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 			return nil, fmt.Errorf("routes: %w", err)
 		}
 	}
+	if err := checkOrderedRouted(cfg.Ordered, targets); err != nil {
+		return nil, err
+	}
 	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, targets: targets, now: time.Now}, nil
 }
 
