@@ -13,12 +13,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/dynamo"
 )
 
-// enqueued is what enqueue prints: the staged row's key and route.
+// enqueued is what enqueue prints: the staged row's key and route, and
+// whether it was staged in its group's order.
 type enqueued struct {
-	Key   string `json:"key"`
-	Queue string `json:"queue"`
+	Key     string `json:"key"`
+	Queue   string `json:"queue"`
+	Ordered bool   `json:"ordered"`
 }
 
 func (a *app) enqueueCommand() *cobra.Command {
@@ -29,7 +32,13 @@ func (a *app) enqueueCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enqueue --queue Q (--body STR|--body-file F) [--attr k=v]... [--group G] [--delay DUR] [--key K] [--traceparent TP]",
 		Short: "Stage one row, validated as the producer package does (against its route's target when routes are known)",
-		Args:  args(cobra.NoArgs),
+		Long: "enqueue validates the row as the producer package does. Where the dispatcher has published its configuration " +
+			"in the table (outflow config), the row is checked against it: a queue that is not a published route is refused, " +
+			"a row of a published ordered route is staged in its group's order (--ordered is not needed), and the shards and " +
+			"message size limit are the published ones. Routes, ordered routes, shards or a size limit given here (flags or " +
+			"OUTFLOW_* variables) that differ from the published ones are refused (exit 2). Where none is published, the " +
+			"flags and variables apply as given.",
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bodySet, fileSet := cmd.Flags().Changed("body"), cmd.Flags().Changed("body-file")
 			switch {
@@ -65,22 +74,11 @@ func (a *app) enqueueCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if routes == "" {
-				routes = a.getenv("OUTFLOW_ROUTES")
-			}
-			if !cmd.Flags().Changed("max-message-bytes") {
-				if v := a.getenv("OUTFLOW_MAX_MESSAGE_BYTES"); v != "" {
-					if maxBytes, err = strconv.Atoi(v); err != nil {
-						return usagef("OUTFLOW_MAX_MESSAGE_BYTES=%q: %v", v, err)
-					}
-				}
-			}
-			ordered, err := a.ordered()
+			cfg, err := a.enqueueConfig(cmd, client, routes, maxBytes, queue)
 			if err != nil {
 				return err
 			}
-			p, err := outflow.NewProducer(client, outflow.Config{Table: a.table, Shards: a.shards, Routes: routes,
-				MaxMessageBytes: maxBytes, Ordered: slices.Sorted(maps.Keys(ordered))})
+			p, err := outflow.NewProducer(client, cfg)
 			if err != nil {
 				return usageError{err}
 			}
@@ -88,8 +86,14 @@ func (a *app) enqueueCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("enqueue: %w", err)
 			}
-			res := enqueued{keys[0], queue}
-			return a.emit(res, func(w io.Writer) { fmt.Fprintf(w, "staged %s on %s\n", res.Key, res.Queue) })
+			res := enqueued{keys[0], queue, slices.Contains(cfg.Ordered, queue)}
+			return a.emit(res, func(w io.Writer) {
+				if res.Ordered {
+					fmt.Fprintf(w, "staged %s on %s, in group %s's order\n", res.Key, res.Queue, group)
+					return
+				}
+				fmt.Fprintf(w, "staged %s on %s\n", res.Key, res.Queue)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -100,10 +104,47 @@ func (a *app) enqueueCommand() *cobra.Command {
 	f.StringVar(&group, "group", "", "FIFO message group (required for .fifo queues)")
 	durationVar(f, &delay, "delay", 0, "deliver no sooner than this from now")
 	f.StringVar(&key, "key", "", "dispatch key (default: a new ULID)")
-	f.StringVar(&routes, "routes", "", "the dispatcher's routes name=target,..., to check the row against its target's limits (default $OUTFLOW_ROUTES; none: SQS's)")
+	f.StringVar(&routes, "routes", "", "the dispatcher's routes name=target,..., to check the row against its target's limits (default: the published ones, else $OUTFLOW_ROUTES; none: SQS's)")
 	f.StringVar(&traceParent, "traceparent", "", "W3C trace context the message carries to its consumer")
-	f.IntVar(&maxBytes, "max-message-bytes", 0, "the dispatcher's message size limit (default $OUTFLOW_MAX_MESSAGE_BYTES, else 262144)")
+	f.IntVar(&maxBytes, "max-message-bytes", 0, "the dispatcher's message size limit (default: the published one, else $OUTFLOW_MAX_MESSAGE_BYTES, else 262144)")
 	a.orderedFlag(cmd)
 	_ = cmd.MarkFlagRequired("queue")
 	return cmd
+}
+
+// enqueueConfig is the producer configuration enqueue stages with: the
+// published one, checked against what this shell gives and queue, or
+// where none is published, what the shell gives.
+func (a *app) enqueueConfig(cmd *cobra.Command, client dynamo.ItemGetter, routes string, maxBytes int, queue string) (outflow.Config, error) {
+	s := a.shellSettings(cmd, routes)
+	pub, found, err := a.published(cmd.Context(), client)
+	if err != nil {
+		return outflow.Config{}, err
+	}
+	if !found {
+		if v := s["OUTFLOW_MAX_MESSAGE_BYTES"]; v != "" {
+			if maxBytes, err = strconv.Atoi(v); err != nil {
+				return outflow.Config{}, usagef("OUTFLOW_MAX_MESSAGE_BYTES=%q: %v", v, err)
+			}
+		}
+		ordered, err := a.ordered()
+		if err != nil {
+			return outflow.Config{}, err
+		}
+		return outflow.Config{Table: a.table, Shards: a.shards, Routes: s["OUTFLOW_ROUTES"], MaxMessageBytes: maxBytes,
+			Ordered: slices.Sorted(maps.Keys(ordered))}, nil
+	}
+	mine, err := s.onPublished(pub)
+	if err != nil {
+		return outflow.Config{}, err
+	}
+	if diffs := pub.Diff(mine); len(diffs) > 0 {
+		return outflow.Config{}, a.differs(pub, diffs, "drop the flags and OUTFLOW_* variables that differ, and enqueue checks against the published ones")
+	}
+	if _, ok := pub.Routes[queue]; !ok && strings.TrimSpace(queue) != "" {
+		return outflow.Config{}, fmt.Errorf("enqueue: %w: route %q is not one of the routes the dispatcher published in table %s (%s)",
+			outflow.ErrNoRoute, queue, a.table, strings.Join(slices.Sorted(maps.Keys(pub.Routes)), ", "))
+	}
+	return outflow.Config{Table: a.table, Shards: pub.Shards, Routes: pub.RoutesString(), MaxMessageBytes: pub.MaxMessageBytes,
+		Ordered: slices.Sorted(maps.Keys(pub.Ordered))}, nil
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
 
 	"github.com/outflowhq/outflow/internal/config"
@@ -17,17 +19,16 @@ import (
 )
 
 // engine builds the same engine and stray-row audit the sweep function
-// runs, configured from the OUTFLOW_* environment with --table, --shards
-// and routes applied on top, then adjust (if any).
-func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust func(*config.Config)) (*outbox.Engine, *dynamo.Audit, config.Config, error) {
+// runs, configured from the OUTFLOW_* environment with --table and the
+// dispatcher settings given (see settings.over: this shell's, else the
+// published ones) applied on top, then adjust (if any).
+func (a *app) engine(cmd *cobra.Command, client *dynamodb.Client, s settings, pub *dynamo.Published, log *slog.Logger, adjust func(*config.Config)) (*outbox.Engine, *dynamo.Audit, config.Config, error) {
 	cfg, err := config.Load(func(k string) string {
-		switch k {
-		case "OUTFLOW_TABLE":
+		if k == "OUTFLOW_TABLE" {
 			return a.table
-		case "OUTFLOW_ROUTES":
-			return routes
-		case "OUTFLOW_SHARDS":
-			return fmt.Sprint(a.shards)
+		}
+		if _, dispatcher := s[k]; dispatcher {
+			return s.over(pub, k)
 		}
 		return a.getenv(k)
 	})
@@ -38,10 +39,6 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 		adjust(&cfg)
 	}
 	awsCfg, err := a.awsConfig(cmd.Context())
-	if err != nil {
-		return nil, nil, cfg, err
-	}
-	client, err := a.dynamoClient(cmd.Context())
 	if err != nil {
 		return nil, nil, cfg, err
 	}
@@ -66,12 +63,16 @@ func (a *app) engine(cmd *cobra.Command, routes string, log *slog.Logger, adjust
 
 func (a *app) sweepCommand() *cobra.Command {
 	var routes, partition string
-	var grace, withAudit bool
+	var grace, withAudit, routesDiffer bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Run one sweep now, with the same engine and configuration as the sweep function",
-		Args:  args(cobra.NoArgs),
+		Long: "sweep runs one sweep with the sweep function's engine. Its routes, ordered routes (OUTFLOW_ORDERED), shards and " +
+			"size limit are those given here (flags, then OUTFLOW_* variables), else those the dispatcher published in the table " +
+			"(outflow config). Where some given here differ from the published ones, it refuses to run (exit 2) and names them, " +
+			"unless --routes-differ: a row whose route it lacks is retried, and dead-lettered once its budget is spent.",
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			part := outbox.Whole
 			if partition != "" {
@@ -79,18 +80,42 @@ func (a *app) sweepCommand() *cobra.Command {
 				if part, err = outbox.ParsePartition(partition); err != nil {
 					return usageError{err}
 				}
-				if err := part.Validate(a.shards); err != nil {
-					return usageError{fmt.Errorf("--partition: %w", err)}
-				}
+			}
+			if a.table == "" {
+				return usagef("no table: pass --table or set OUTFLOW_TABLE")
+			}
+			client, err := a.dynamoClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			pub, isPublished, err := a.published(cmd.Context(), client)
+			if err != nil {
+				return err
+			}
+			var published *dynamo.Published
+			if isPublished {
+				published = &pub
 			}
 			log := telemetry.NewLogger(a.stderr, a.getenv)
-			e, audit, cfg, err := a.engine(cmd, routes, log, func(c *config.Config) {
+			e, audit, cfg, err := a.engine(cmd, client, a.shellSettings(cmd, routes), published, log, func(c *config.Config) {
 				if !grace {
 					c.Policy.WakeGrace = 0
 				}
 			})
 			if err != nil {
 				return err
+			}
+			// A sweep with routes other than the dispatcher's would retry
+			// (and in the end dead-letter) live rows of a route it lacks, or
+			// send them elsewhere, or out of their group's order.
+			if diffs := pub.Diff(cfg.Published()); isPublished && len(diffs) > 0 {
+				if !routesDiffer {
+					return a.differs(pub, diffs, "drop --routes, --shards and the OUTFLOW_* variables that differ to sweep with the published ones, or pass --routes-differ to sweep with these anyway")
+				}
+				log.WarnContext(cmd.Context(), "sweeping with settings that differ from the published ones (--routes-differ)", "differences", strings.Join(diffs, "; "))
+			}
+			if err := part.Validate(cfg.Store.Shards); err != nil {
+				return usageError{fmt.Errorf("--partition: %w", err)}
 			}
 			// As the functions do, the sweep runs under a deadline shorter
 			// than the lease: it stops claiming the margin before it, and a
@@ -132,16 +157,12 @@ func (a *app) sweepCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES)")
+	cmd.Flags().StringVar(&routes, "routes", "", "queue routes name=url,... (default $OUTFLOW_ROUTES, else the published ones)")
+	cmd.Flags().BoolVar(&routesDiffer, "routes-differ", false, "sweep even where the routes, ordered routes, shards or size limit given here differ from those the dispatcher published in the table (outflow config)")
 	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
 	cmd.Flags().StringVar(&partition, "partition", "", "sweep only partition I of K, \"I/K\", the shards s with s mod K = I, as one of the sweep function's OUTFLOW_SWEEP_PARTITIONS sweeps does (default: every shard)")
 	durationVar(cmd.Flags(), &timeout, "timeout", 0, "stop the sweep after this long, as the function's timeout does; shorter than the lease (default: the lease less the deadline margin)")
 	cmd.Flags().BoolVar(&withAudit, "audit", false, "first audit the due index for stray rows, as the sweep function does: moves every row whose shard is not 0..--shards-1, so --shards must be the dispatcher's")
-	cmd.PreRun = func(*cobra.Command, []string) {
-		if routes == "" {
-			routes = a.getenv("OUTFLOW_ROUTES")
-		}
-	}
 	return cmd
 }
 
