@@ -61,6 +61,7 @@ func bootstrap(t *testing.T, fn string) string {
 
 // stackEnv is a table and two queues with the function environment for them.
 type stackEnv struct {
+	table  string
 	store  *dynamo.Store
 	routes delivery.Routes
 	env    []string
@@ -72,7 +73,7 @@ func newStack(t *testing.T) stackEnv {
 	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 4})
 	require.NoError(t, err)
 	routes := delivery.Routes{"orders": awstest.NewQueue(t, false), "events.fifo": awstest.NewQueue(t, true)}
-	return stackEnv{store: store, routes: routes, env: []string{
+	return stackEnv{table: table, store: store, routes: routes, env: []string{
 		"OUTFLOW_TABLE=" + table,
 		"OUTFLOW_ROUTES=" + routes.String(),
 		"OUTFLOW_SHARDS=4",
@@ -139,14 +140,26 @@ func TestSweepBootstrap_DeliversDueRowsUnderTheEmulator(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &sum))
 	require.Equal(t, "sweep", sum.Function)
 	require.Equal(t, 15, sum.Delivered)
-	require.Equal(t, 1, sum.DeadLettered)
+	// A row with no route is retried (until its budget is spent), and
+	// counted for the UnroutedRows alarm.
+	require.Zero(t, sum.DeadLettered)
+	require.Equal(t, 1, sum.Retried)
+	require.Equal(t, 1, sum.UnroutedRows)
 	require.Equal(t, "drained", sum.Stopped)
 
 	require.Len(t, awstest.Receive(t, s.routes["orders"], 12, 20*time.Second), 12)
 	require.Len(t, awstest.Receive(t, s.routes["events.fifo"], 3, 20*time.Second), 3)
 	lost, err := s.store.Get(ctx, "lost")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusFailed, lost.Status)
+	require.Equal(t, outbox.StatusPending, lost.Status)
+	require.Equal(t, `no route for queue "nowhere"`, lost.LastError)
+
+	// The function published the configuration it runs with.
+	pub, err := dynamo.ReadPublished(ctx, awstest.DynamoDB(t), s.table)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string(s.routes), pub.Routes)
+	require.Equal(t, 4, pub.Shards)
+	require.Equal(t, int64(1), pub.Revision)
 
 	// The logs carry the summary and an EMF record, never payloads or attribute values.
 	text := logs.String()

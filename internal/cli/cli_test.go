@@ -74,7 +74,8 @@ func (e *env) ok(t *testing.T, args ...string) string {
 }
 
 // deadLetters stages n rows on a queue with no route and sweeps them into
-// dead letters.
+// dead letters, with a budget of one attempt: a row with no route is
+// retried until its budget is spent.
 func (e *env) deadLetters(t *testing.T, queue string, n int) []string {
 	t.Helper()
 	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: e.table, Shards: 4})
@@ -88,6 +89,8 @@ func (e *env) deadLetters(t *testing.T, queue string, n int) []string {
 	var sum struct {
 		DeadLettered int `json:"dead_lettered"`
 	}
+	e.vars["OUTFLOW_MAX_ATTEMPTS"] = "1"
+	defer delete(e.vars, "OUTFLOW_MAX_ATTEMPTS")
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json")), &sum))
 	require.Equal(t, n, sum.DeadLettered)
 	return keys

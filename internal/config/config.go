@@ -60,7 +60,7 @@ var Vars = []Var{
 		c.Store.Table = v
 		return nil
 	}, "Table"},
-	{"OUTFLOW_ROUTES", "", "Queue routes, `name=queueURL,...` (required). A row whose queue has no route is dead-lettered.", func(c *Config, v string) (err error) {
+	{"OUTFLOW_ROUTES", "", "Queue routes, `name=queueURL,...` (required). A row whose queue has no route is retried with backoff (counted in UnroutedRows) and dead-lettered only when its attempts are spent. The functions publish these, with the ordered routes, shards and size limit, in the table (docs/published-config.md).", func(c *Config, v string) (err error) {
 		c.Routes, err = delivery.ParseRoutes(v)
 		if err == nil && len(c.Routes) == 0 {
 			err = errors.New("no routes given")

@@ -101,7 +101,6 @@ func TestDeliver_RefusesRowsSQSWouldRejectAsPermanent(t *testing.T) {
 		row   outbox.Row
 		want  string
 	}{
-		{"no route", "nowhere", outbox.Row{Key: "k", Payload: []byte("x")}, `no route for queue "nowhere"`},
 		{"too large", "q", outbox.Row{Key: "k", Payload: []byte(strings.Repeat("x", delivery.MaxMessageBytes))}, "over the 262144-byte limit"},
 		{"too many attributes", "q", outbox.Row{Key: "k", Payload: []byte("x"), Attributes: many}, "too many message attributes: 11"},
 		{"fifo without group", "f.fifo", outbox.Row{Key: "k", Payload: []byte("x")}, "needs a message group"},
@@ -115,11 +114,23 @@ func TestDeliver_RefusesRowsSQSWouldRejectAsPermanent(t *testing.T) {
 			errs := router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), tt.queue, []outbox.Row{tt.row, good})
 			require.ErrorContains(t, errs[0], tt.want)
 			require.True(t, outbox.IsPermanent(errs[0]))
-			if tt.queue != "nowhere" {
-				require.NoError(t, errs[1], "one bad row does not hold up the others")
-			}
+			require.NoError(t, errs[1], "one bad row does not hold up the others")
 		})
 	}
+}
+
+func TestDeliver_NoRouteIsRetriedNotPermanent(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	errs := router(t, delivery.Clients{SQS: rec}, routes).Deliver(context.Background(), "nowhere", []outbox.Row{{Key: "a", Payload: []byte("x")}, {Key: "b", Payload: []byte("x")}})
+	require.Len(t, errs, 2)
+	for _, err := range errs {
+		require.EqualError(t, err, `no route for queue "nowhere"`)
+		require.True(t, outbox.IsUnrouted(err), "counted as unrouted")
+		require.False(t, outbox.IsPermanent(err), "retried: the route may be missing from this dispatcher only")
+		require.True(t, outbox.Definite(err), "nothing was sent, so an ordered group need not wait for it")
+	}
+	require.Empty(t, rec.calls, "nothing sent")
 }
 
 func TestDeliver_ClassifiesFailures(t *testing.T) {

@@ -21,9 +21,10 @@ import (
 // describes it; docs/published-config.md documents it for producers in
 // other languages.
 
-// ConfigKey is the published configuration's key. Like a group item's key
-// it holds a space, which a row key never does (the producer refuses it,
-// and so does StageInput), and it does not start with "group ".
+// ConfigKey is the published configuration's key. Like the audit's item
+// (AuditKey) and a group item's key it holds a space, which a row key
+// never does (the producer refuses it, and StageInput refuses every
+// reserved key, IsReservedKey), and it does not start with "group ".
 const ConfigKey = "config dispatcher"
 
 // ConfigFormat is the layout of the configuration item this code writes
@@ -279,7 +280,8 @@ func decodePublished(item map[string]types.AttributeValue) (Published, error) {
 }
 
 // IsReservedKey reports whether key names an item that is not a row: the
-// published configuration or an ordered group's item. No row may have it.
+// published configuration, the audit's item or an ordered group's item.
+// No row may have it.
 func IsReservedKey(key string) bool {
-	return key == ConfigKey || strings.HasPrefix(key, "group ")
+	return key == ConfigKey || key == AuditKey || strings.HasPrefix(key, "group ")
 }

@@ -121,7 +121,7 @@ func content(attrs map[string]string) map[string]string {
 // it to their own transaction.
 func (s *Store) StageInput(row outbox.Row, now time.Time) (*dynamodb.PutItemInput, error) {
 	if IsReservedKey(row.Key) {
-		return nil, fmt.Errorf("row key %q is reserved: it names the dispatcher's configuration or an ordered group's item", row.Key)
+		return nil, fmt.Errorf("row key %q is reserved: it names the dispatcher's configuration, the audit's item or an ordered group's item", row.Key)
 	}
 	row.Status, row.Attempt, row.CreatedAt = outbox.StatusPending, 0, now
 	row.DueAt = now

@@ -445,7 +445,7 @@ func (d *Demo) report(dead []dynamo.DeadRef, elapsed time.Duration) DemoReport {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("unexpected dead letter %s: %s", dl.Key, dl.LastError))
 		case !strings.Contains(dl.LastError, reason):
 			rep.Problems = append(rep.Problems, fmt.Sprintf("dead letter %s has reason %q", dl.Key, dl.LastError))
-		case dl.Key == keyBroken && dl.Attempt != maxAttempts:
+		case (dl.Key == keyBroken || dl.Key == keyNoRoute) && dl.Attempt != maxAttempts:
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s dead-lettered after %d attempts, want %d", dl.Key, dl.Attempt, maxAttempts))
 		}
 		delete(want, dl.Key)

@@ -548,6 +548,8 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	now := r.now()
 	if IsUnrouted(sendErr) {
 		r.t.unrouted.Add(1)
+		r.log.WarnContext(ctx, "row has no route: retried until its attempts are spent, then dead-lettered", "key", row.Key, "queue", row.Queue,
+			"attempt", row.Attempt, "max_attempts", r.policy.MaxAttempts)
 	}
 	switch {
 	case sendErr == nil:

@@ -1,0 +1,96 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/eventfilter"
+	"github.com/outflowhq/outflow/internal/handler"
+	"github.com/outflowhq/outflow/internal/stack"
+)
+
+func TestTemplate_UnroutedRowsAlarmFiresOnAnyRowWithNoRoute(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	a := alarm(t, tpl, "UnroutedRowsAlarm")
+	dims := map[string]string{}
+	for _, d := range a.Dimensions {
+		dims[d.Name] = d.Value
+	}
+	requireEmitted(t, "UnroutedRowsAlarm", a.Namespace, a.MetricName, dims)
+	require.Equal(t, "UnroutedRows", a.MetricName)
+	require.Equal(t, "Sum", a.Statistic)
+	require.Equal(t, "GreaterThanThreshold", a.ComparisonOperator)
+	require.Zero(t, a.Threshold, "one row with no route is one too many")
+	require.Equal(t, 1, a.EvaluationPeriods)
+	require.Equal(t, "notBreaching", a.TreatMissingData, "no invocation, no unrouted row")
+}
+
+// streamImage is an item as a stream record's NewImage carries it, in
+// the JSON the filter reads.
+func streamImage(t *testing.T, item map[string]types.AttributeValue) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for k, v := range item {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			out[k] = map[string]any{"S": v.Value}
+		case *types.AttributeValueMemberN:
+			out[k] = map[string]any{"N": v.Value}
+		case *types.AttributeValueMemberM:
+			out[k] = map[string]any{"M": streamImage(t, v.Value)}
+		default:
+			require.Failf(t, "unexpected attribute type", "%s: %T", k, v)
+		}
+	}
+	return out
+}
+
+// The published configuration is an item of the outbox table, so its
+// INSERT is on the table's stream: the template's filter keeps it from
+// the wake, and the wake would leave it alone if it did not.
+func TestTemplate_WakeFilterAndWakeIgnoreThePublishedConfiguration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := awstest.NewTable(t)
+	db := awstest.DynamoDB(t)
+	_, err := dynamo.Publish(ctx, db, table, dynamo.Published{
+		Routes: map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/123456789012/orders", "events.fifo": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo"},
+		Ordered: map[string]string{"events.fifo": "block"}, Shards: 4, MaxMessageBytes: 262144,
+	}, "test", time.Now())
+	require.NoError(t, err)
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: dynamo.ConfigKey}}})
+	require.NoError(t, err)
+	require.NotNil(t, got.Item)
+
+	raw, err := json.Marshal(map[string]any{"eventID": "1", "eventName": "INSERT", "dynamodb": map[string]any{
+		"Keys": map[string]any{dynamo.AttrKey: map[string]any{"S": dynamo.ConfigKey}}, "NewImage": streamImage(t, got.Item)}})
+	require.NoError(t, err)
+
+	var ev stack.StreamEvent
+	require.NoError(t, function(t, load(t, nil), "WakeFunction").Event("DynamoDB", &ev))
+	var record map[string]any
+	require.NoError(t, json.Unmarshal(raw, &record))
+	for _, f := range ev.FilterCriteria.Filters {
+		p, err := eventfilter.Compile(f.Pattern)
+		require.NoError(t, err)
+		require.False(t, p.Match(record), "the filter %s passes the configuration's INSERT to the wake", f.Pattern)
+	}
+
+	var rec events.DynamoDBEventRecord
+	require.NoError(t, json.Unmarshal(raw, &rec))
+	refs, ignored := handler.DueInserts(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}}, time.Now())
+	require.Empty(t, refs, "the wake would try to deliver the configuration")
+	require.Len(t, ignored, 1)
+}
