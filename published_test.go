@@ -1,0 +1,116 @@
+package outflow_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+)
+
+const (
+	pubOrders = "http://localhost:1/000000000000/orders"
+	pubEvents = "http://localhost:1/000000000000/events.fifo"
+)
+
+// publishedTable is a table whose dispatcher published two routes, one
+// ordered, 8 shards and a 100,000-byte limit.
+func publishedTable(t *testing.T) string {
+	t.Helper()
+	table := awstest.NewTable(t)
+	_, err := dynamo.Publish(context.Background(), awstest.DynamoDB(t), table, dynamo.Published{
+		Routes:  map[string]string{"orders": pubOrders, "events.fifo": pubEvents},
+		Ordered: map[string]string{"events.fifo": "block"}, Shards: 8, MaxMessageBytes: 100_000,
+	}, "sweep", time.Now())
+	require.NoError(t, err)
+	return table
+}
+
+func TestLoadPublished_GivesTheProducerTheDispatchersSettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := publishedTable(t)
+	pub, err := outflow.LoadPublished(ctx, awstest.DynamoDB(t), table)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"orders": pubOrders, "events.fifo": pubEvents}, pub.Routes)
+	require.Equal(t, map[string]string{"events.fifo": "block"}, pub.Ordered)
+	require.Equal(t, int64(1), pub.Revision)
+	require.Equal(t, "sweep", pub.PublishedBy)
+
+	cfg, err := pub.Apply(outflow.Config{})
+	require.NoError(t, err)
+	require.Equal(t, outflow.Config{Table: table, Shards: 8, MaxMessageBytes: 100_000,
+		Routes: "events.fifo=" + pubEvents + ",orders=" + pubOrders, Ordered: []string{"events.fifo"}}, cfg)
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), cfg)
+	require.NoError(t, err)
+
+	_, err = p.Put(ctx, outflow.Row{Queue: "ordres", Payload: []byte("x")})
+	require.ErrorIs(t, err, outflow.ErrNoRoute, "a route the dispatcher does not have")
+	_, err = p.Put(ctx, outflow.Row{Queue: "orders", Payload: []byte(strings.Repeat("x", 100_001))})
+	require.ErrorIs(t, err, outflow.ErrPayloadTooLarge, "the dispatcher's limit, not the default")
+
+	keys, err := p.Put(ctx, outflow.Row{Queue: "events.fifo", Group: "g1", Payload: []byte("a")}, outflow.Row{Queue: "orders", Payload: []byte("b")})
+	require.NoError(t, err)
+	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 8})
+	require.NoError(t, err)
+	ordered, err := store.Get(ctx, keys[0])
+	require.NoError(t, err)
+	require.Equal(t, int64(1), ordered.Seq, "staged in its group's chain: the route is ordered")
+	plain, err := store.Get(ctx, keys[1])
+	require.NoError(t, err)
+	require.Zero(t, plain.Seq)
+}
+
+func TestPublishedApply_RefusesAConfigThatDiffers(t *testing.T) {
+	t.Parallel()
+	pub, err := outflow.LoadPublished(context.Background(), awstest.DynamoDB(t), publishedTable(t))
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		cfg  outflow.Config
+		want string // "" accepted
+	}{
+		{"the same, given in full", outflow.Config{Shards: 8, MaxMessageBytes: 100_000, Routes: "orders=" + pubOrders + ",events.fifo=" + pubEvents, Ordered: []string{"events.fifo"}}, ""},
+		{"other shards", outflow.Config{Shards: 4}, "Shards: published 8, Config has 4"},
+		{"another size limit", outflow.Config{MaxMessageBytes: 262144}, "MaxMessageBytes: published 100000, Config has 262144"},
+		{"a route missing", outflow.Config{Routes: "orders=" + pubOrders}, `route "events.fifo": published (` + pubEvents + `), missing here`},
+		{"a route elsewhere", outflow.Config{Routes: "orders=http://localhost:1/000000000000/other,events.fifo=" + pubEvents}, `route "orders": published ` + pubOrders + `, here http://localhost:1/000000000000/other`},
+		{"no ordered route", outflow.Config{Ordered: []string{}}, "Ordered: published events.fifo, Config has none"},
+		{"another table", outflow.Config{Table: "other"}, "table: published in"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := pub.Apply(tt.cfg)
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, outflow.ErrPublishedMismatch)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestLoadPublished_NoneIsErrNotPublished(t *testing.T) {
+	t.Parallel()
+	table := awstest.NewTable(t)
+	_, err := outflow.LoadPublished(context.Background(), awstest.DynamoDB(t), table)
+	require.ErrorIs(t, err, outflow.ErrNotPublished)
+	require.ErrorContains(t, err, table)
+}
+
+func TestNewProducer_RefusesAnOrderedRouteItsRoutesLack(t *testing.T) {
+	t.Parallel()
+	table := awstest.NewTable(t)
+	_, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Routes: "orders=" + pubOrders, Ordered: []string{"events.fifo"}})
+	require.ErrorContains(t, err, `ordered route "events.fifo" is not in the routes given (orders)`)
+	// Without routes there is nothing to check against: as before.
+	_, err = outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Ordered: []string{"events.fifo"}})
+	require.NoError(t, err)
+}
