@@ -92,27 +92,35 @@ func (a *app) sweepCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A sweep with routes other than the dispatcher's would retry
+			// (and in the end dead-letter) live rows of a route it lacks, or
+			// send them elsewhere, or out of their group's order. Where this
+			// shell's settings agree with the published ones, those fill in
+			// what it does not give; told to sweep anyway, it runs on its own.
+			given := a.shellSettings(cmd, routes)
 			var published *dynamo.Published
-			if isPublished {
-				published = &pub
-			}
 			log := telemetry.NewLogger(a.stderr, a.getenv)
-			e, audit, cfg, err := a.engine(cmd, client, a.shellSettings(cmd, routes), published, log, func(c *config.Config) {
+			if isPublished {
+				mine, err := given.onPublished(pub)
+				if err != nil {
+					return err
+				}
+				switch diffs := pub.Diff(mine); {
+				case len(diffs) == 0:
+					published = &pub
+				case !routesDiffer:
+					return a.differs(pub, diffs, "drop --routes, --shards and the OUTFLOW_* variables that differ to sweep with the published ones, or pass --routes-differ to sweep with these anyway")
+				default:
+					log.WarnContext(cmd.Context(), "sweeping with settings that differ from the published ones (--routes-differ)", "differences", strings.Join(diffs, "; "))
+				}
+			}
+			e, audit, cfg, err := a.engine(cmd, client, given, published, log, func(c *config.Config) {
 				if !grace {
 					c.Policy.WakeGrace = 0
 				}
 			})
 			if err != nil {
 				return err
-			}
-			// A sweep with routes other than the dispatcher's would retry
-			// (and in the end dead-letter) live rows of a route it lacks, or
-			// send them elsewhere, or out of their group's order.
-			if diffs := pub.Diff(cfg.Published()); isPublished && len(diffs) > 0 {
-				if !routesDiffer {
-					return a.differs(pub, diffs, "drop --routes, --shards and the OUTFLOW_* variables that differ to sweep with the published ones, or pass --routes-differ to sweep with these anyway")
-				}
-				log.WarnContext(cmd.Context(), "sweeping with settings that differ from the published ones (--routes-differ)", "differences", strings.Join(diffs, "; "))
 			}
 			if err := part.Validate(cfg.Store.Shards); err != nil {
 				return usageError{fmt.Errorf("--partition: %w", err)}
