@@ -40,14 +40,14 @@ func (a *app) deadListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List dead letters, newest first, marking those that block their ordered group",
 		Long: "A dead letter blocks its ordered group when it has a place in one (seq) and its route's dead-head policy is block " +
-			"(--ordered, or OUTFLOW_ORDERED as the dispatcher has it; a route not listed is held to block, as the dispatcher holds it). " +
+			"(--ordered, or OUTFLOW_ORDERED as the dispatcher has it, else the ordered routes the dispatcher published; a route not listed is held to block, as the dispatcher holds it). " +
 			"The group and place of dead letters of FIFO routes are read from the table.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 || since < 0 {
 				return usagef("--limit and --since must not be negative")
 			}
-			ordered, err := a.ordered()
+			ordered, err := a.ordered(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ func (a *app) deadShowCommand() *cobra.Command {
 		Short: "Show one row with its error history (the payload only with --payload), and whether it blocks its ordered group",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, keys []string) error {
-			ordered, err := a.ordered()
+			ordered, err := a.ordered(cmd.Context())
 			if err != nil {
 				return err
 			}

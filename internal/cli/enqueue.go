@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outflowhq/outflow"
+	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // enqueued is what enqueue prints: the staged row's key and route, and
@@ -127,9 +129,15 @@ func (a *app) enqueueConfig(cmd *cobra.Command, client dynamo.ItemGetter, routes
 				return outflow.Config{}, usagef("OUTFLOW_MAX_MESSAGE_BYTES=%q: %v", v, err)
 			}
 		}
-		ordered, err := a.ordered()
-		if err != nil {
-			return outflow.Config{}, err
+		var ordered map[string]outbox.DeadHead
+		if v := s["OUTFLOW_ORDERED"]; v != "" {
+			if ordered, err = config.ParseOrdered(v); err != nil {
+				from := "OUTFLOW_ORDERED"
+				if a.orderedRoutes != "" {
+					from = "--ordered"
+				}
+				return outflow.Config{}, usagef("%s=%q: %w", from, v, err)
+			}
 		}
 		return outflow.Config{Table: a.table, Shards: a.shards, Routes: s["OUTFLOW_ROUTES"], MaxMessageBytes: maxBytes,
 			Ordered: slices.Sorted(maps.Keys(ordered))}, nil

@@ -30,6 +30,19 @@ func (a *app) published(ctx context.Context, client dynamo.ItemGetter) (pub dyna
 	return pub, err == nil, err
 }
 
+// publishedIfAny reads the published configuration for a command that
+// takes it only as a default: none when no table is given.
+func (a *app) publishedIfAny(ctx context.Context) (dynamo.Published, bool, error) {
+	if a.table == "" {
+		return dynamo.Published{}, false, nil
+	}
+	client, err := a.dynamoClient(ctx)
+	if err != nil {
+		return dynamo.Published{}, false, err
+	}
+	return a.published(ctx, client)
+}
+
 // settings are the dispatcher settings this shell gives, each "" where it
 // gives none: a flag if set, else its OUTFLOW_* variable.
 type settings map[string]string

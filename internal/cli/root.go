@@ -176,19 +176,24 @@ func (a *app) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 // orderedFlag adds --ordered to cmd.
 func (a *app) orderedFlag(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&a.orderedRoutes, "ordered", "",
-		"the dispatcher's ordered routes, none or route[=block|skip],... (default $OUTFLOW_ORDERED, else none)")
+		"the dispatcher's ordered routes, none or route[=block|skip],... (default $OUTFLOW_ORDERED, else those the dispatcher published, else none)")
 }
 
 // ordered reads the dispatcher's ordered routes with their dead-head
 // policies, as the functions read OUTFLOW_ORDERED: from --ordered if given,
-// else from OUTFLOW_ORDERED, else none.
-func (a *app) ordered() (map[string]outbox.DeadHead, error) {
+// else from OUTFLOW_ORDERED, else from the configuration the dispatcher
+// published in the table, else none.
+func (a *app) ordered(ctx context.Context) (map[string]outbox.DeadHead, error) {
 	v, from := a.orderedRoutes, "--ordered"
 	if v == "" {
 		v, from = a.getenv("OUTFLOW_ORDERED"), "OUTFLOW_ORDERED"
 	}
 	if strings.TrimSpace(v) == "" {
-		return nil, nil
+		pub, found, err := a.publishedIfAny(ctx)
+		if err != nil || !found {
+			return nil, err
+		}
+		v, from = pub.OrderedString(), "the published ordered routes"
 	}
 	ordered, err := config.ParseOrdered(v)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -27,7 +28,7 @@ func (a *app) statsCommand() *cobra.Command {
 		Use:   "stats",
 		Short: "Count due, not yet due and failed rows per shard and per queue, and the backlog lag; --exact and --blocked read rows for claimed rows and blocked ordered groups",
 		Long: "By default stats makes count queries only, a fixed number whatever the backlog: per shard, the due-index entries due now " +
-			"and not yet due, and the oldest due entry; per dead queue (the route names of --routes or OUTFLOW_ROUTES, --queues, and (none)), " +
+			"and not yet due, and the oldest due entry; per dead queue (the route names of --routes or OUTFLOW_ROUTES, else those the dispatcher published, --queues, and (none)), " +
 			"the dead-index entries. Each count stops at --cap entries and is then reported as a lower bound (≥). " +
 			"A claim leaves the index alone, so due counts claimed rows too; without routes, dead letters are tallied from a scan of the " +
 			"dead index, capped alike. --exact reads every due row's status and every dead letter (requests and memory grow with the " +
@@ -39,7 +40,7 @@ func (a *app) statsCommand() *cobra.Command {
 			"in its last full pass over the due index, in the pass under way, and in all.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ordered, err := a.ordered()
+			ordered, err := a.ordered(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -48,7 +49,7 @@ func (a *app) statsCommand() *cobra.Command {
 			}
 			var deadQueues []string
 			if !f.exact {
-				if deadQueues, err = a.deadQueues(f); err != nil {
+				if deadQueues, err = a.deadQueues(cmd.Context(), f); err != nil {
 					return err
 				}
 			}
@@ -114,10 +115,18 @@ type statsOutput struct {
 // deadQueues is the dead-index partitions stats counts: the route names,
 // --queues and "(none)"; none at all when neither routes nor queues are
 // known, and Count then tallies a scan of the dead index.
-func (a *app) deadQueues(f statsFlags) ([]string, error) {
+func (a *app) deadQueues(ctx context.Context, f statsFlags) ([]string, error) {
 	v, from := f.routes, "--routes"
 	if v == "" {
 		v, from = a.getenv("OUTFLOW_ROUTES"), "OUTFLOW_ROUTES"
+	}
+	if v == "" {
+		// None published: no routes, as before.
+		pub, _, err := a.publishedIfAny(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v, from = pub.RoutesString(), "the published routes"
 	}
 	routes, err := delivery.ParseRoutes(v)
 	if err != nil {
