@@ -166,3 +166,25 @@ func TestSweep_RefusesRoutesThatDifferFromThePublishedOnesUnlessTold(t *testing.
 	require.Equal(t, 1, done.Delivered)
 	require.Len(t, awstest.Receive(t, notices, 1, 10*time.Second), 1)
 }
+
+// dead list and stats read the dead-head policies the dispatcher
+// published when the shell names none: a skip route's dead head blocks
+// nothing.
+func TestDeadList_TakesThePublishedDeadHeadPolicies(t *testing.T) {
+	t.Parallel()
+	e := newOrderedEnv(t, "events.fifo=skip")
+	keys := e.stageGroup(t, "g")
+	e.sweep(t) // the too-large head is dead-lettered; skip lets the rest go
+	delete(e.vars, "OUTFLOW_ORDERED")
+	delete(e.vars, "OUTFLOW_ROUTES")
+	require.True(t, *e.deadList(t)[keys[0]].BlocksGroup, "no policy known: held to block, as before")
+
+	_, err := dynamo.Publish(context.Background(), awstest.DynamoDB(t), e.table, dynamo.Published{
+		Routes: map[string]string{"orders": e.orders, "events.fifo": e.events}, Ordered: map[string]string{"events.fifo": "skip"},
+		Shards: 4, MaxMessageBytes: 1024,
+	}, "outflow-sweep", time.Now())
+	require.NoError(t, err)
+	require.False(t, *e.deadList(t)[keys[0]].BlocksGroup, "the published policy is skip")
+	require.Zero(t, *e.stats(t).Groups)
+	require.True(t, *e.deadList(t, "--ordered", "events.fifo=block")[keys[0]].BlocksGroup, "--ordered still wins")
+}
