@@ -65,7 +65,7 @@ func TestTemplate_WakeFilterAndWakeIgnoreThePublishedConfiguration(t *testing.T)
 	table := awstest.NewTable(t)
 	db := awstest.DynamoDB(t)
 	_, err := dynamo.Publish(ctx, db, table, dynamo.Published{
-		Routes: map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/123456789012/orders", "events.fifo": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo"},
+		Routes:  map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/123456789012/orders", "events.fifo": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo"},
 		Ordered: map[string]string{"events.fifo": "block"}, Shards: 4, MaxMessageBytes: 262144,
 	}, "test", time.Now())
 	require.NoError(t, err)
