@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,4 +94,33 @@ func TestTemplate_WakeFilterAndWakeIgnoreThePublishedConfiguration(t *testing.T)
 	refs, ignored := handler.DueInserts(events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}}, time.Now())
 	require.Empty(t, refs, "the wake would try to deliver the configuration")
 	require.Len(t, ignored, 1)
+}
+
+// The functions publish their configuration with a PutItem, granted on
+// that one item only: a role that could put any item could overwrite rows.
+func TestTemplate_RolesMayPutOnlyThePublishedConfiguration(t *testing.T) {
+	t.Parallel()
+	tpl := load(t, nil)
+	for _, role := range []string{"SweepRole", "WakeRole"} {
+		var r struct {
+			Policies []struct {
+				PolicyDocument struct{ Statement []map[string]any }
+			}
+		}
+		require.NoError(t, tpl.Resources[role].Decode(&r))
+		var puts []map[string]any
+		for _, p := range r.Policies {
+			for _, s := range p.PolicyDocument.Statement {
+				if slices.Contains(list(s["Action"]), "dynamodb:PutItem") {
+					puts = append(puts, s)
+				}
+			}
+		}
+		require.Len(t, puts, 1, "%s: one statement grants PutItem", role)
+		require.Equal(t, []string{"dynamodb:PutItem"}, list(puts[0]["Action"]), role)
+		require.Equal(t, []string{"${OutboxTable.Arn}"}, list(puts[0]["Resource"]), role)
+		cond, err := json.Marshal(puts[0]["Condition"])
+		require.NoError(t, err)
+		require.JSONEq(t, `{"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["`+dynamo.ConfigKey+`"]}}`, string(cond), role)
+	}
 }
