@@ -30,14 +30,13 @@ func (rt *Runtime) publish(ctx context.Context) {
 		return
 	}
 	wrote, err := dynamo.Publish(ctx, p.api, p.table, p.what, p.by, time.Now())
-	switch {
-	case err != nil:
+	if err != nil {
 		rt.Log.WarnContext(ctx, "publish configuration failed; producers and the CLI check rows against the one published before, if any", "error", err)
-	case wrote:
-		p.done.Store(true)
+		return
+	}
+	p.done.Store(true)
+	if wrote {
 		rt.Log.InfoContext(ctx, "published configuration", "table", p.table, "routes", p.what.RoutesString(), "ordered", p.what.OrderedString(),
 			"shards", p.what.Shards, "max_message_bytes", p.what.MaxMessageBytes)
-	default:
-		p.done.Store(true)
 	}
 }
