@@ -466,8 +466,17 @@ func TestSweep_LogsNeverCarryPayloadsOrAttributeValues(t *testing.T) {
 	res, err := e.Sweep(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Delivered)
-	require.Equal(t, 2, res.Retried)
-	require.Equal(t, 2, res.DeadLettered)
+	require.Equal(t, 4, res.Retried, "the throttled rows and those with no route")
+	require.Equal(t, 2, res.Unrouted)
+	// Then every retry until the budget is spent, and the dead letters.
+	dead := 0
+	for range testPolicy().MaxAttempts - 1 {
+		h.clock.Advance(testPolicy().BackoffMax + time.Second)
+		res, err = e.Sweep(context.Background())
+		require.NoError(t, err)
+		dead += res.DeadLettered
+	}
+	require.Equal(t, 4, dead)
 	require.NotEmpty(t, logs.String(), "retries and dead letters are logged")
 	for i := range 6 {
 		require.NotContains(t, logs.String(), secret(i))
