@@ -9,10 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // Published is the configuration the dispatcher runs with, as its
@@ -51,13 +49,10 @@ var (
 )
 
 // LoadPublished reads the dispatcher's published configuration from
-// table, with one strongly consistent GetItem. client is a
-// *dynamodb.Client or anything with its GetItem. A table with none gives
-// an error wrapping ErrNotPublished: fall back to a Config of your own, or
-// refuse to start, as suits you.
-func LoadPublished(ctx context.Context, client interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-}, table string) (Published, error) {
+// table, with one strongly consistent GetItem, through the client you give
+// NewProducer. A table with none gives an error wrapping ErrNotPublished:
+// fall back to a Config of your own, or refuse to start, as suits you.
+func LoadPublished(ctx context.Context, client DynamoDB, table string) (Published, error) {
 	p, err := dynamo.ReadPublished(ctx, client, table)
 	if err != nil {
 		return Published{}, err
@@ -93,7 +88,7 @@ func (p Published) Apply(cfg Config) (Config, error) {
 	published := dynamo.Published{Routes: p.Routes}
 	if strings.TrimSpace(cfg.Routes) == "" {
 		cfg.Routes = published.RoutesString()
-	} else if routes, err := delivery.ParseRoutes(cfg.Routes); err != nil {
+	} else if routes, err := target.ParseRoutes(cfg.Routes); err != nil {
 		return cfg, fmt.Errorf("routes: %w", err)
 	} else {
 		diffs = append(diffs, published.Diff(dynamo.Published{Routes: routes})...)
@@ -120,7 +115,7 @@ func orNone(routes []string) string {
 // checkOrderedRouted refuses an ordered route that the routes given do not
 // name: rows of it could never be staged (ErrNoRoute), and the mismatch
 // says the two settings were copied from different places.
-func checkOrderedRouted(ordered []string, targets map[string]delivery.Target) error {
+func checkOrderedRouted(ordered []string, targets map[string]target.Target) error {
 	if targets == nil {
 		return nil
 	}
