@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ type Row struct {
 	// accepts, base64-encoded (with outflow.encoding=base64) otherwise.
 	Payload []byte
 	// Attributes become String message attributes: at most 8 (7 for a
-	// binary payload), with valid SQS names outside the outflow. prefix,
+	// binary payload; one less each on an ordered route), with valid SQS names outside the outflow. prefix,
 	// the TraceParent among them. On an EventBridge route, "source" and
 	// "detail-type" name the event's; the others travel in the event's
 	// outflow member.
@@ -100,16 +101,28 @@ var (
 // its detail, without a count of its own.
 const MaxOwnAttributes = delivery.MaxAttributes - 2
 
+// MaxOrderedAttributes is how many attributes a row of an ordered route
+// may carry: its message also carries its place in the group
+// (outflow.seq), for consumers to check the group's order.
+const MaxOrderedAttributes = MaxOwnAttributes - 1
+
+// maxSeq stands in for a row's place when an ordered row's size is
+// checked before it has one: the widest place there can be.
+const maxSeq = math.MaxInt64
+
 // Validate reports the first reason the row cannot be staged to an SQS
 // queue, if any. maxBytes caps the message size (0: the dispatcher's
-// default, 256 KiB). A producer given Config.Routes checks each row
-// against its route's own target instead.
+// default, 256 KiB). It checks the row as unordered: a Producer checks a
+// row of a route in Config.Ordered with one attribute less
+// (MaxOrderedAttributes), and a producer given Config.Routes checks each
+// row against its route's own target.
 func (r Row) Validate(maxBytes int) error {
-	return r.validate(delivery.Target{Kind: delivery.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes)
+	return r.validate(delivery.Target{Kind: delivery.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes, false)
 }
 
-// validate reports the first reason the row cannot be staged for target.
-func (r Row) validate(target delivery.Target, maxBytes int) error {
+// validate reports the first reason the row cannot be staged for target,
+// on an ordered route if ordered.
+func (r Row) validate(target delivery.Target, maxBytes int, ordered bool) error {
 	if strings.TrimSpace(r.Queue) == "" {
 		return ErrEmptyQueue
 	}
@@ -120,8 +133,12 @@ func (r Row) validate(target delivery.Target, maxBytes int) error {
 	if err != nil {
 		return err
 	}
-	if len(attrs) > MaxOwnAttributes && target.Kind != delivery.KindEventBridge {
-		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), MaxOwnAttributes)
+	most, seq := MaxOwnAttributes, int64(0)
+	if ordered {
+		most, seq = MaxOrderedAttributes, maxSeq
+	}
+	if len(attrs) > most && target.Kind != delivery.KindEventBridge {
+		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), most)
 	}
 	key := r.Key
 	if key == "" {
@@ -130,8 +147,9 @@ func (r Row) validate(target delivery.Target, maxBytes int) error {
 	// The size is checked with the widest attempt number any budget
 	// allows: outflow.attempt grows with the attempt, and a message that
 	// fits only at attempt 1 would be refused as permanent at attempt 10.
+	// An ordered row's place is checked the same way, at its widest.
 	return delivery.Validate(outbox.Row{
-		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
+		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit, Seq: seq,
 	}, target, maxBytes)
 }
 

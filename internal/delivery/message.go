@@ -17,6 +17,10 @@ const (
 	AttrKey      = "outflow.key"
 	AttrAttempt  = "outflow.attempt"
 	AttrEncoding = "outflow.encoding"
+	// AttrSeq is a row's place in its ordered group (from 1), sent only
+	// for a row staged in one, so its consumer can check the group's
+	// order: it takes one of the row's attributes.
+	AttrSeq = "outflow.seq"
 )
 
 // Limits of SQS, and of SNS where they are the same.
@@ -92,7 +96,7 @@ func sizeLimit(t Target, maxBytes int) (int, string) {
 // attributes, and its size as both count it.
 type message struct {
 	body  string
-	attrs map[string]string // every attribute is a String but attempt, a Number
+	attrs map[string]string // every attribute is a String but attempt and seq, Numbers
 	size  int
 	// group and dedup are set for a FIFO queue or topic.
 	group, dedup string
@@ -108,7 +112,7 @@ func (m message) fits(limit int, whose string) error {
 
 // attrType is the data type of an attribute Outflow sends.
 func attrType(name string) string {
-	if name == AttrAttempt {
+	if name == AttrAttempt || name == AttrSeq {
 		return "Number"
 	}
 	return "String"
@@ -124,6 +128,9 @@ func newMessage(row outbox.Row, fifo bool) (message, error) {
 	attrs := map[string]string{AttrKey: row.Key, AttrAttempt: strconv.Itoa(row.Attempt)}
 	if binary {
 		attrs[AttrEncoding] = "base64"
+	}
+	if row.Seq > 0 {
+		attrs[AttrSeq] = strconv.FormatInt(row.Seq, 10)
 	}
 	if err := checkAttributes(row.Attributes); err != nil {
 		return message{}, err
