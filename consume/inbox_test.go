@@ -24,7 +24,9 @@ func newInbox(t *testing.T, gaps consume.GapPolicy) (*consume.Inbox, string) {
 	api := awstest.DynamoDB(t)
 	table := awstest.UniqueName("consume-test")
 	require.NoError(t, consume.CreateTable(context.Background(), api, table))
-	t.Cleanup(func() { _, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	in, err := consume.NewInbox(api, consume.InboxConfig{Table: table, Consumer: "ledger", Gaps: gaps})
 	require.NoError(t, err)
 	return in, table
