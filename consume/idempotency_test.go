@@ -20,7 +20,9 @@ func newIdempotency(t *testing.T) (*consume.Idempotency, string) {
 	api := awstest.DynamoDB(t)
 	table := awstest.UniqueName("consume-test")
 	require.NoError(t, consume.CreateTable(context.Background(), api, table))
-	t.Cleanup(func() { _, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	idem, err := consume.NewIdempotency(api, consume.IdempotencyConfig{Table: table, Consumer: "mailer", Hold: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
 	return idem, table
