@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -80,7 +79,7 @@ func NewIdempotency(api RecordAPI, cfg IdempotencyConfig) (*Idempotency, error) 
 		return nil, errors.New("idempotency: no DynamoDB client")
 	case cfg.Table == "":
 		return nil, errors.New("idempotency: no table")
-	case cfg.Consumer == "" || strings.ContainsAny(cfg.Consumer, " \t\r\n"):
+	case !validConsumer(cfg.Consumer):
 		return nil, fmt.Errorf("idempotency: consumer name %q must be non-empty, without spaces", cfg.Consumer)
 	case cfg.Hold <= 0:
 		return nil, errors.New("idempotency: Hold must be positive")

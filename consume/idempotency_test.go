@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/consume"
@@ -17,13 +15,8 @@ import (
 
 func newIdempotency(t *testing.T) (*consume.Idempotency, string) {
 	t.Helper()
-	api := awstest.DynamoDB(t)
-	table := awstest.UniqueName("consume-test")
-	require.NoError(t, consume.CreateTable(context.Background(), api, table))
-	t.Cleanup(func() {
-		_, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
-	idem, err := consume.NewIdempotency(api, consume.IdempotencyConfig{Table: table, Consumer: "mailer", Hold: time.Minute, TTL: time.Hour})
+	table := newTable(t)
+	idem, err := consume.NewIdempotency(awstest.DynamoDB(t), consume.IdempotencyConfig{Table: table, Consumer: "mailer", Hold: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
 	return idem, table
 }

@@ -75,12 +75,18 @@ func NewInbox(api DynamoDBAPI, cfg InboxConfig) (*Inbox, error) {
 	switch {
 	case cfg.Table == "":
 		return nil, errors.New("inbox: no table")
-	case cfg.Consumer == "" || strings.ContainsAny(cfg.Consumer, " \t\r\n"):
+	case !validConsumer(cfg.Consumer):
 		return nil, fmt.Errorf("inbox: consumer name %q must be non-empty, without spaces", cfg.Consumer)
 	case cfg.TTL < 0:
 		return nil, errors.New("inbox: TTL must not be negative")
 	}
 	return &Inbox{api: api, table: cfg.Table, consumer: cfg.Consumer, ttl: cfg.TTL, gaps: cfg.Gaps, now: time.Now}, nil
+}
+
+// validConsumer reports whether name can be a consumer's name: it is
+// part of item keys, whose parts are separated by spaces.
+func validConsumer(name string) bool {
+	return name != "" && !strings.ContainsAny(name, " \t\r\n")
 }
 
 // Errors the Inbox's methods return.

@@ -18,8 +18,8 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 )
 
-// newInbox makes a fresh table and an inbox on it.
-func newInbox(t *testing.T, gaps consume.GapPolicy) (*consume.Inbox, string) {
+// newTable makes a table with CreateTable, deleted after the test.
+func newTable(t *testing.T) string {
 	t.Helper()
 	api := awstest.DynamoDB(t)
 	table := awstest.UniqueName("consume-test")
@@ -27,7 +27,14 @@ func newInbox(t *testing.T, gaps consume.GapPolicy) (*consume.Inbox, string) {
 	t.Cleanup(func() {
 		_, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	in, err := consume.NewInbox(api, consume.InboxConfig{Table: table, Consumer: "ledger", Gaps: gaps})
+	return table
+}
+
+// newInbox makes a fresh table and an inbox on it.
+func newInbox(t *testing.T, gaps consume.GapPolicy) (*consume.Inbox, string) {
+	t.Helper()
+	table := newTable(t)
+	in, err := consume.NewInbox(awstest.DynamoDB(t), consume.InboxConfig{Table: table, Consumer: "ledger", Gaps: gaps})
 	require.NoError(t, err)
 	return in, table
 }
