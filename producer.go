@@ -100,11 +100,11 @@ func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (outbox.Row, 
 		// The context's trace goes only where it fits: a row valid without
 		// it is never refused for it.
 		traced := r
-		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(t, p.maxBytes) == nil {
+		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(t, p.maxBytes, p.ordered[r.Queue]) == nil {
 			r = traced
 		}
 	}
-	if err := r.validate(t, p.maxBytes); err != nil {
+	if err := r.validate(t, p.maxBytes, p.ordered[r.Queue]); err != nil {
 		return outbox.Row{}, err
 	}
 	if r.Key == "" {

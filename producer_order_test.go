@@ -111,3 +111,24 @@ func TestTransactItems_StagesAnOrderedRowWithItsGroupOrNotAtAll(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, seqs(t, store, "e1", "e2"))
 }
+
+// An ordered row's message carries its place (outflow.seq), so a row of an
+// ordered route has one attribute less than an unordered one.
+func TestPut_AnOrderedRouteLeavesOneAttributeLessForTheRowsPlace(t *testing.T) {
+	t.Parallel()
+	p, _ := newOrderedProducer(t)
+	ctx := context.Background()
+	attrs := func(n int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m["a"+string(rune('0'+i))] = "v"
+		}
+		return m
+	}
+	_, err := p.Put(ctx, outflow.Row{Key: "o8", Queue: "events.fifo", Group: "g", Payload: []byte("p"), Attributes: attrs(outflow.MaxOwnAttributes)})
+	require.ErrorIs(t, err, outflow.ErrTooManyAttributes)
+	_, err = p.Put(ctx, outflow.Row{Key: "o7", Queue: "events.fifo", Group: "g", Payload: []byte("p"), Attributes: attrs(outflow.MaxOrderedAttributes)})
+	require.NoError(t, err)
+	_, err = p.Put(ctx, outflow.Row{Key: "u8", Queue: "other.fifo", Group: "g", Payload: []byte("p"), Attributes: attrs(outflow.MaxOwnAttributes)})
+	require.NoError(t, err, "an unordered route keeps its 8")
+}

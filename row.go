@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"time"
 
@@ -28,7 +29,7 @@ type Row struct {
 	// with Outflow's outflow member added.
 	Payload []byte
 	// Attributes become String message attributes: at most 8 (7 for a
-	// binary payload), with valid SQS names outside the outflow. prefix,
+	// binary payload; one less each on an ordered route), with valid SQS names outside the outflow. prefix,
 	// the TraceParent among them. On an EventBridge route, "source" and
 	// "detail-type" name the event's; the others travel in the event's
 	// outflow member.
@@ -104,16 +105,28 @@ var (
 // its detail, without a count of its own.
 const MaxOwnAttributes = target.MaxAttributes - 2
 
+// MaxOrderedAttributes is how many attributes a row of an ordered route
+// may carry: its message also carries its place in the group
+// (outflow.seq), for consumers to check the group's order.
+const MaxOrderedAttributes = MaxOwnAttributes - 1
+
+// maxSeq stands in for a row's place when an ordered row's size is
+// checked before it has one: the widest place there can be.
+const maxSeq = math.MaxInt64
+
 // Validate reports the first reason the row cannot be staged to an SQS
 // queue, if any. maxBytes caps the message size (0: the dispatcher's
-// default, 256 KiB). A producer given Config.Routes checks each row
-// against its route's own target instead.
+// default, 256 KiB). It checks the row as unordered: a Producer checks a
+// row of a route in Config.Ordered with one attribute less
+// (MaxOrderedAttributes), and a producer given Config.Routes checks each
+// row against its route's own target.
 func (r Row) Validate(maxBytes int) error {
-	return r.validate(target.Target{Kind: target.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes)
+	return r.validate(target.Target{Kind: target.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}, maxBytes, false)
 }
 
-// validate reports the first reason the row cannot be staged for t.
-func (r Row) validate(t target.Target, maxBytes int) error {
+// validate reports the first reason the row cannot be staged for t, on an
+// ordered route if ordered.
+func (r Row) validate(t target.Target, maxBytes int, ordered bool) error {
 	if strings.TrimSpace(r.Queue) == "" {
 		return ErrEmptyQueue
 	}
@@ -124,8 +137,12 @@ func (r Row) validate(t target.Target, maxBytes int) error {
 	if err != nil {
 		return err
 	}
-	if len(attrs) > MaxOwnAttributes && t.Kind != target.KindEventBridge {
-		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), MaxOwnAttributes)
+	most, seq := MaxOwnAttributes, int64(0)
+	if ordered {
+		most, seq = MaxOrderedAttributes, maxSeq
+	}
+	if len(attrs) > most && t.Kind != target.KindEventBridge {
+		return fmt.Errorf("%w: %d given, at most %d", ErrTooManyAttributes, len(attrs), most)
 	}
 	key := r.Key
 	if key == "" {
@@ -134,8 +151,9 @@ func (r Row) validate(t target.Target, maxBytes int) error {
 	// The size is checked with the widest attempt number any budget
 	// allows: outflow.attempt grows with the attempt, and a message that
 	// fits only at attempt 1 would be refused as permanent at attempt 10.
+	// An ordered row's place is checked the same way, at its widest.
 	return target.Validate(outbox.Row{
-		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit,
+		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit, Seq: seq,
 	}, t, maxBytes)
 }
 

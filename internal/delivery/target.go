@@ -26,6 +26,7 @@ const (
 const (
 	AttrKey         = target.AttrKey
 	AttrAttempt     = target.AttrAttempt
+	AttrSeq         = target.AttrSeq
 	AttrEncoding    = target.AttrEncoding
 	AttrTraceParent = target.AttrTraceParent
 	AttrSource      = target.AttrSource

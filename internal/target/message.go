@@ -17,6 +17,10 @@ const (
 	AttrKey      = "outflow.key"
 	AttrAttempt  = "outflow.attempt"
 	AttrEncoding = "outflow.encoding"
+	// AttrSeq is a row's place in its ordered group (from 1), sent only
+	// for a row staged in one, so its consumer can check the group's
+	// order: it takes one of the row's attributes.
+	AttrSeq = "outflow.seq"
 )
 
 // Limits of SQS, and of SNS where they are the same.
@@ -89,7 +93,7 @@ func SizeLimit(t Target, maxBytes int) (int, string) {
 // attributes, and its size as both count it.
 type Message struct {
 	Body  string
-	Attrs map[string]string // every attribute is a String but attempt, a Number (AttrType)
+	Attrs map[string]string // every attribute is a String but attempt and seq, Numbers (AttrType)
 	Size  int
 	// Group and Dedup are set for a FIFO queue or topic.
 	Group, Dedup string
@@ -105,7 +109,7 @@ func (m Message) Fits(limit int, whose string) error {
 
 // AttrType is the data type of an attribute Outflow sends.
 func AttrType(name string) string {
-	if name == AttrAttempt {
+	if name == AttrAttempt || name == AttrSeq {
 		return "Number"
 	}
 	return "String"
@@ -121,6 +125,9 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 	attrs := map[string]string{AttrKey: row.Key, AttrAttempt: strconv.Itoa(row.Attempt)}
 	if binary {
 		attrs[AttrEncoding] = "base64"
+	}
+	if row.Seq > 0 {
+		attrs[AttrSeq] = strconv.FormatInt(row.Seq, 10)
 	}
 	if err := checkAttributes(row.Attributes); err != nil {
 		return Message{}, err

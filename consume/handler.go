@@ -1,0 +1,80 @@
+package consume
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Handler is a Lambda function for an SQS event source mapping with
+// ReportBatchItemFailures on: it applies each message of a batch and
+// reports the ones to retry.
+//
+// On a FIFO queue, once a message of a group fails, every later message
+// of that group in the batch is reported failed without being applied,
+// so the group is retried from its first failure, in order; the other
+// groups go on. On a standard queue each message stands alone.
+type Handler struct {
+	// Apply applies one message. nil and ErrDuplicate (already applied)
+	// count as done; any other error reports the message failed.
+	Apply func(ctx context.Context, m Message) error
+	// OnFailure, if set, is told of each message reported failed and why
+	// (a *DecodeError for a message that cannot be decoded; ErrSkipped
+	// for a FIFO message left behind its group's failure), for logging:
+	// the response carries only ids.
+	OnFailure func(ctx context.Context, messageID string, err error)
+}
+
+// ErrSkipped is the reason given to OnFailure for a message reported
+// failed without being applied: an earlier message of its FIFO group
+// failed in the same batch, or the invocation's context ended.
+var ErrSkipped = errors.New("not applied: an earlier message of its group failed")
+
+// Handle handles one SQS event: pass it to lambda.Start. It never
+// returns an error, which would fail the whole batch: a message that
+// cannot be decoded is reported failed, for the queue's redrive policy to
+// take it to a dead-letter queue, and once the context ends the messages
+// not yet applied are reported failed.
+func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	failedGroups := map[string]bool{}
+	fail := func(id string, err error) {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		if h.OnFailure != nil {
+			h.OnFailure(ctx, id, err)
+		}
+	}
+	for _, rec := range e.Records {
+		group := rec.Attributes[groupAttribute] // set on FIFO queues only
+		if failedGroups[group] && group != "" {
+			fail(rec.MessageId, ErrSkipped)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			fail(rec.MessageId, errors.Join(ErrSkipped, err))
+			continue
+		}
+		err := h.apply(ctx, rec)
+		if err == nil {
+			continue
+		}
+		fail(rec.MessageId, err)
+		if group != "" {
+			failedGroups[group] = true
+		}
+	}
+	return resp, nil
+}
+
+// apply decodes a record and applies it: nil when it is done.
+func (h Handler) apply(ctx context.Context, rec events.SQSMessage) error {
+	m, err := FromLambda(rec)
+	if err != nil {
+		return err
+	}
+	if err := h.Apply(ctx, m); err != nil && !errors.Is(err, ErrDuplicate) {
+		return err
+	}
+	return nil
+}

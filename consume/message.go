@@ -1,0 +1,94 @@
+package consume
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Message is one outbox row as its consumer receives it, whichever way it
+// travelled.
+type Message struct {
+	// Key is the row's key: unique per row, the same on every copy.
+	Key string
+	// Route says where the message came from, as far as it tells: the
+	// topic ARN of an SNS envelope, else the queue ARN of a Lambda record;
+	// empty for an SDK message or an EventBridge event. Outflow does not
+	// send the route's name (it would cost an attribute).
+	Route string
+	// Group is the FIFO message group, empty on a standard queue.
+	Group string
+	// Seq is the row's place in its ordered group, from 1; 0 for a row of
+	// an unordered route.
+	Seq int64
+	// Attempt is the delivery attempt that sent this copy, from 1.
+	Attempt int
+	// Payload is the row's payload as staged, decoded from base64 when
+	// Outflow encoded it. For an EventBridge event it is the event's
+	// detail without the outflow member Outflow added, its members as the
+	// event carries them.
+	Payload []byte
+	// Attributes are the row's own attributes, without Outflow's
+	// (outflow.*) and without the traceparent. For an EventBridge event
+	// they include the event's source and detail-type.
+	Attributes map[string]string
+	// TraceParent is the W3C trace context the row was staged under, if
+	// any.
+	TraceParent string
+	// Envelope says which way the message travelled.
+	Envelope Envelope
+	// MessageID and ReceiptHandle are SQS's, for the message as received:
+	// a redelivered copy has the same MessageID, a second send another.
+	MessageID, ReceiptHandle string
+}
+
+// Ordered reports whether the message has a place in an ordered group.
+func (m Message) Ordered() bool { return m.Seq > 0 }
+
+// Envelope is the way a message reached the consumer's queue.
+type Envelope string
+
+// The envelopes Decode reads. An SNS topic's message with raw message
+// delivery arrives exactly as a queue route's does, so it reads as
+// EnvelopeSQS.
+const (
+	EnvelopeSQS         Envelope = "sqs"
+	EnvelopeSNS         Envelope = "sns"
+	EnvelopeEventBridge Envelope = "eventbridge"
+)
+
+// Decoding errors: every error the decoders return is a *DecodeError
+// wrapping one of them.
+var (
+	// ErrNotOutflow is for a message that does not come from Outflow:
+	// no outflow.key attribute, SNS envelope or EventBridge event with an
+	// outflow member.
+	ErrNotOutflow = errors.New("not a message Outflow sent")
+	// ErrMalformed is for a message that looks like Outflow's but cannot
+	// be read: a key that is empty, an attempt or place that is not a
+	// positive whole number, a body that is not the base64 it says.
+	ErrMalformed = errors.New("malformed Outflow message")
+)
+
+// DecodeError says why a message could not be decoded.
+type DecodeError struct {
+	// MessageID is SQS's id of the message.
+	MessageID string
+	// Envelope is the envelope the message was read as, if known.
+	Envelope Envelope
+	// Reason says what is wrong, without the payload.
+	Reason string
+	// Err is ErrNotOutflow or ErrMalformed.
+	Err error
+}
+
+// Error implements error.
+func (e *DecodeError) Error() string {
+	env := ""
+	if e.Envelope != "" {
+		env = " (" + string(e.Envelope) + ")"
+	}
+	return fmt.Sprintf("message %s%s: %v: %s", e.MessageID, env, e.Err, e.Reason)
+}
+
+// Unwrap returns ErrNotOutflow or ErrMalformed.
+func (e *DecodeError) Unwrap() error { return e.Err }

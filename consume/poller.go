@@ -1,0 +1,267 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// PollAPI is the part of the SQS client a Poller uses.
+type PollAPI interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// Poller consumes a queue from a long-running process (a container): it
+// long-polls, applies each batch's groups concurrently and each group's
+// messages one at a time in order, keeps the batch's messages invisible
+// while they are applied, and deletes the applied ones in one request.
+// A message that fails, and on a FIFO queue every later message of its
+// group in the batch, is left to be received again once its visibility
+// timeout lapses.
+type Poller struct {
+	// API is the SQS client.
+	API PollAPI
+	// QueueURL is the queue's URL.
+	QueueURL string
+	// Apply applies one message, as Handler's does: nil and ErrDuplicate
+	// count as done.
+	Apply func(ctx context.Context, m Message) error
+	// Concurrency bounds the groups applied at once (standard queue: the
+	// messages); 0 means 4.
+	Concurrency int
+	// Visibility is the visibility timeout asked for each message
+	// received, renewed every third of it while the message's batch is
+	// applied; 0 means 30 seconds.
+	Visibility time.Duration
+	// Wait is the long poll's wait; 0 means 20 seconds, SQS's most.
+	Wait time.Duration
+	// OnFailure, if set, is told of each message not applied, and of
+	// failed SQS calls (messageID empty).
+	OnFailure func(ctx context.Context, messageID string, err error)
+}
+
+// Run polls until ctx ends, then finishes the messages it has started,
+// deletes those applied, and returns nil. Messages received but not
+// started are left for their visibility timeout to bring back.
+func (p *Poller) Run(ctx context.Context) error {
+	if p.API == nil || p.QueueURL == "" || p.Apply == nil {
+		return errors.New("poller: API, QueueURL and Apply are required")
+	}
+	failures := 0
+	for ctx.Err() == nil {
+		out, err := p.API.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(p.QueueURL), MaxNumberOfMessages: 10,
+			WaitTimeSeconds:             int32(p.wait() / time.Second),
+			VisibilityTimeout:           int32(p.visibility() / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameMessageGroupId},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			p.failed(ctx, "", fmt.Errorf("receive: %w", err))
+			failures++
+			sleep(ctx, time.Duration(min(failures, 6))*time.Second)
+			continue
+		}
+		failures = 0
+		p.batch(ctx, out.Messages)
+	}
+	return nil
+}
+
+func (p *Poller) visibility() time.Duration {
+	if p.Visibility <= 0 {
+		return 30 * time.Second
+	}
+	return max(p.Visibility, time.Second)
+}
+
+func (p *Poller) wait() time.Duration {
+	if p.Wait <= 0 {
+		return 20 * time.Second
+	}
+	return min(p.Wait, 20*time.Second)
+}
+
+func (p *Poller) failed(ctx context.Context, id string, err error) {
+	if p.OnFailure != nil {
+		p.OnFailure(ctx, id, err)
+	}
+}
+
+// batch applies one receive's messages: a group's in order, the groups
+// at most Concurrency at once. It stops starting messages once ctx ends;
+// the messages started are applied, and deleted, regardless.
+func (p *Poller) batch(ctx context.Context, msgs []types.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	work := context.WithoutCancel(ctx)
+	var groups [][]types.Message
+	index := map[string]int{}
+	for i, m := range msgs {
+		g, ok := m.Attributes[groupAttribute]
+		if !ok {
+			g = "\x00" + strconv.Itoa(i) // a standard queue's message is its own group
+		}
+		if j, seen := index[g]; seen {
+			groups[j] = append(groups[j], m)
+			continue
+		}
+		index[g] = len(groups)
+		groups = append(groups, []types.Message{m})
+	}
+
+	stop := p.extend(work, msgs)
+	var mu sync.Mutex
+	var done, unstarted []types.Message
+	var wg sync.WaitGroup
+	n := p.Concurrency
+	if n <= 0 {
+		n = 4
+	}
+	slots := make(chan struct{}, n)
+	for _, group := range groups {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			for i, m := range group {
+				if ctx.Err() != nil {
+					mu.Lock()
+					unstarted = append(unstarted, group[i:]...)
+					mu.Unlock()
+					return
+				}
+				if err := p.apply(work, m); err != nil {
+					p.failed(work, aws.ToString(m.MessageId), err)
+					// The group's later messages wait for this one.
+					mu.Lock()
+					unstarted = append(unstarted, group[i+1:]...)
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				done = append(done, m)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	p.delete(work, done)
+	p.release(work, unstarted)
+}
+
+// apply decodes and applies one message: nil when it is done.
+func (p *Poller) apply(ctx context.Context, msg types.Message) error {
+	m, err := FromSQS(msg)
+	if err != nil {
+		return err
+	}
+	if err := p.Apply(ctx, m); err != nil && !errors.Is(err, ErrDuplicate) {
+		return err
+	}
+	return nil
+}
+
+// extend renews the messages' visibility every third of it until the
+// returned stop is called.
+func (p *Poller) extend(ctx context.Context, msgs []types.Message) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(p.visibility() / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p.setVisibility(ctx, msgs, p.visibility(), "extend visibility")
+		}
+	}()
+	return func() { cancel(); <-finished }
+}
+
+// release makes messages that were not applied (behind their group's
+// failure, or not started at shutdown) visible at once, for this or
+// another consumer to take. The message that failed is left to its
+// visibility timeout, which spaces out its retries; on a FIFO queue SQS
+// gives its group's later messages only after it. (moto's FIFO emulation
+// gives a group's later message first when they lapse together, which
+// releasing them also avoids.)
+func (p *Poller) release(ctx context.Context, msgs []types.Message) {
+	if len(msgs) > 0 {
+		p.setVisibility(ctx, msgs, 0, "release")
+	}
+}
+
+// setVisibility sets the messages' visibility timeout in one request.
+func (p *Poller) setVisibility(ctx context.Context, msgs []types.Message, d time.Duration, op string) {
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: int32(d / time.Second)}
+	}
+	out, err := p.API.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
+		QueueUrl: aws.String(p.QueueURL), Entries: entries,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			p.failed(ctx, "", fmt.Errorf("%s: %w", op, err))
+		}
+		return
+	}
+	p.entriesFailed(ctx, msgs, out.Failed, op)
+}
+
+// entriesFailed reports the entries of a batch request that failed.
+func (p *Poller) entriesFailed(ctx context.Context, msgs []types.Message, failed []types.BatchResultErrorEntry, op string) {
+	for _, f := range failed {
+		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i >= 0 && i < len(msgs) {
+			p.failed(ctx, aws.ToString(msgs[i].MessageId), fmt.Errorf("%s: %s: %s", op, aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+}
+
+// delete deletes the applied messages in one request (a receive gives
+// at most 10). A message whose delete fails is received again, and its
+// Apply then finds it done.
+func (p *Poller) delete(ctx context.Context, msgs []types.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	out, err := p.API.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.QueueURL), Entries: entries})
+	if err != nil {
+		p.failed(ctx, "", fmt.Errorf("delete: %w", err))
+		return
+	}
+	p.entriesFailed(ctx, msgs, out.Failed, "delete")
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,51 @@
+package consume
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/outflowhq/outflow/internal/dynamo"
+)
+
+// Attribute names of the items this package writes. An inbox item, a
+// group's cursor and an idempotency record each live under one string
+// partition key, AttrPK, whose value starts with what the item is
+// ("inbox ", "cursor ", "idempotency "), then the consumer's name and the
+// message's key or group, separated by spaces (a consumer name holds
+// none). Any table whose partition key is a string named AttrPK, with no
+// sort key, can hold them beside the consumer's own items.
+const (
+	AttrPK = "pk"
+	// AttrExpiresAt is the TTL attribute, in Unix seconds: turn TTL on
+	// for it so DynamoDB deletes expired inbox items and records.
+	AttrExpiresAt = "expires_at"
+
+	attrConsumer  = "consumer"
+	attrKey       = "key"
+	attrGroup     = "group"
+	attrSeq       = "seq"
+	attrAt        = "at"
+	attrSkipped   = "skipped"
+	attrGapFrom   = "gap_from"
+	attrGapTo     = "gap_to"
+	attrStatus    = "status"
+	attrToken     = "token"
+	attrHeldUntil = "held_until"
+)
+
+// CreateTable creates a table for inbox items, cursors and idempotency
+// records, encrypted, on demand, with TTL on AttrExpiresAt, and waits
+// until it is active.
+func CreateTable(ctx context.Context, api *dynamodb.Client, name string) error {
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+		SSESpecification:     &types.SSESpecification{Enabled: aws.Bool(true)},
+	}
+	return dynamo.Create(ctx, api, in, AttrExpiresAt)
+}
