@@ -8,33 +8,46 @@ import (
 	"github.com/outflowhq/outflow/internal/dynamo"
 )
 
-// publisher publishes the function's configuration in its table once per
-// cold start (dynamo.Publish): one consistent read, and a write only when
-// the configuration changed. It runs at the first invocation, with that
-// invocation's context, and again at each later one until it succeeds: a
-// failure is logged and never fails the invocation, since the rows are
-// delivered either way; only producers and the CLI miss the check.
+// publisher publishes the function's configuration in its table
+// (dynamo.Publish): one consistent read, and a write only when the
+// configuration changed. It runs at the first invocation, with that
+// invocation's context, and again at later ones: the sweep at each (one
+// read a scheduled minute), the wake at most once a minute. Not once per
+// cold start: a deploy updates the functions one after the other, so an
+// environment of the old version can cold-start and publish after the new
+// one did, and the new one must put its own back (review 25: the old
+// wake's skip stayed published while the dispatcher held groups under
+// block). A failure is logged and never fails the invocation, since the
+// rows are delivered either way; only producers and the CLI miss the
+// check until the next try.
 type publisher struct {
 	api   dynamo.ConfigAPI
 	table string
 	// by names the function in the item (AWS_LAMBDA_FUNCTION_NAME).
 	by   string
 	what dynamo.Published
-	done atomic.Bool
+	// checked is when the item was last found or made current (Unix
+	// nanoseconds; 0: never).
+	checked atomic.Int64
 }
 
-// publish publishes, unless it has already; see publisher.
-func (rt *Runtime) publish(ctx context.Context) {
+// republishEvery is how often the wake checks the published item again.
+const republishEvery = time.Minute
+
+// publish publishes unless the item was made current less than every ago;
+// see publisher.
+func (rt *Runtime) publish(ctx context.Context, every time.Duration) {
 	p := rt.publisher
-	if p == nil || p.done.Load() {
+	now := time.Now()
+	if p == nil || (p.checked.Load() != 0 && now.Sub(time.Unix(0, p.checked.Load())) < every) {
 		return
 	}
-	wrote, err := dynamo.Publish(ctx, p.api, p.table, p.what, p.by, time.Now())
+	wrote, err := dynamo.Publish(ctx, p.api, p.table, p.what, p.by, now)
 	if err != nil {
 		rt.Log.WarnContext(ctx, "publish configuration failed; producers and the CLI check rows against the one published before, if any", "error", err)
 		return
 	}
-	p.done.Store(true)
+	p.checked.Store(now.UnixNano())
 	if wrote {
 		rt.Log.InfoContext(ctx, "published configuration", "table", p.table, "routes", p.what.RoutesString(), "ordered", p.what.OrderedString(),
 			"shards", p.what.Shards, "max_message_bytes", p.what.MaxMessageBytes)

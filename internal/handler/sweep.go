@@ -47,7 +47,7 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 			return telemetry.Summary{Function: "sweep", Stopped: "refused"}, err
 		}
 	}
-	s.rt.publish(ctx)
+	s.rt.publish(ctx, 0)
 	next := order.next(time.Now(), s.rt.Config.SweepRate)
 	parts := []outbox.Partition{order.p}
 	if order.scheduled && k > 1 {

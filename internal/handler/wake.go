@@ -40,7 +40,7 @@ func (w *Wake) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dyna
 			return events.DynamoDBEventResponse{}, nil
 		}
 	}
-	w.rt.publish(ctx)
+	w.rt.publish(ctx, republishEvery)
 	refs, ignored := DueInserts(ev, w.now())
 	for _, ig := range ignored {
 		if ig.Reason != reasonNotDue && ig.Reason != reasonDelayed {
