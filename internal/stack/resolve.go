@@ -143,6 +143,19 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 			}
 		}
 		return result, nil
+	case "Fn::Contains":
+		// A rule function: whether the list holds the string.
+		pair, err := r.pair(fn, arg, "[list, string]")
+		if err != nil {
+			return nil, err
+		}
+		list, _ := pair[0].([]any)
+		for _, v := range list {
+			if fmt.Sprint(v) == fmt.Sprint(pair[1]) {
+				return true, nil
+			}
+		}
+		return false, nil
 	case "Fn::Join":
 		pair, err := r.pair(fn, arg, "[delimiter, list]")
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/stack"
 )
 
 // TestReview25_AListWithAnEmptyElementGrantsNoEmptyResource: a
@@ -28,7 +30,12 @@ func TestReview25_AListWithAnEmptyElementGrantsNoEmptyResource(t *testing.T) {
 			continue // refused at the parameter check: fine
 		}
 		for _, examples := range []string{"false", "true"} {
-			tpl := load(t, map[string]string{"ExampleTargets": examples, "Routes": ownRoutes, tc.param: tc.value})
+			params := map[string]string{"ExampleTargets": examples, "Routes": ownRoutes, tc.param: tc.value}
+			if _, err := stack.Load(templatePath, params); err != nil {
+				require.ErrorContains(t, err, tc.param+" has an empty element", "refused by a rule, naming the parameter")
+				continue
+			}
+			tpl := load(t, params)
 			var p struct {
 				PolicyDocument struct{ Statement []struct{ Resource []string } }
 			}
