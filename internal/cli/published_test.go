@@ -163,8 +163,11 @@ func TestSweep_RefusesRoutesThatDifferFromThePublishedOnesUnlessTold(t *testing.
 		Delivered int `json:"delivered"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "sweep", "--output", "json")), &done))
-	require.Equal(t, 1, done.Delivered)
-	require.Len(t, awstest.Receive(t, notices, 1, 10*time.Second), 1)
+	// n-1 goes too if its backoff has run out by now (on a loaded
+	// machine the sweeps above can take longer than it): either way n-2
+	// arrives, by the published route.
+	require.GreaterOrEqual(t, done.Delivered, 1)
+	require.Contains(t, awstest.ReceiveKeys(t, notices, done.Delivered, 10*time.Second), "n-2")
 }
 
 // dead list and stats read the dead-head policies the dispatcher
