@@ -166,8 +166,11 @@ func TestSweep_RefusesRoutesThatDifferFromThePublishedOnesUnlessTold(t *testing.
 	// n-1 goes too if its backoff has run out by now (on a loaded
 	// machine the sweeps above can take longer than it): either way n-2
 	// arrives, by the published route.
-	require.GreaterOrEqual(t, done.Delivered, 1)
-	require.Contains(t, awstest.ReceiveKeys(t, notices, done.Delivered, 10*time.Second), "n-2")
+	want := []string{"n-2"}
+	if done.Delivered == 2 {
+		want = []string{"n-1", "n-2"}
+	}
+	require.ElementsMatch(t, want, awstest.ReceiveKeys(t, notices, done.Delivered, 10*time.Second))
 }
 
 // dead list and stats read the dead-head policies the dispatcher
