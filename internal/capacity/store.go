@@ -275,14 +275,16 @@ func (c *Client) write(ctx context.Context, op string, i int, units int, check f
 			c.tokens -= c.limits.SDKThrottleCost
 		}
 		c.qmu.Unlock()
+		// The adapter's per-attempt signal (dynamo's SDK middleware).
+		outbox.NoteThrottle(ctx)
 		if !retry {
 			c.mu.Lock()
 			c.stats.Surfaced++
 			c.mu.Unlock()
 			if attempt < c.limits.SDKMaxAttempts {
-				return fmt.Errorf("%s %s: %w: %w", op, Key(i), errQuota, ErrThrottled)
+				return outbox.Throttled(fmt.Errorf("%s %s: %w: %w", op, Key(i), errQuota, ErrThrottled))
 			}
-			return fmt.Errorf("%s %s: %w", op, Key(i), ErrThrottled)
+			return outbox.Throttled(fmt.Errorf("%s %s: %w", op, Key(i), ErrThrottled))
 		}
 		if err := c.sleep(ctx, c.limits.backoff(attempt)); err != nil {
 			return err
