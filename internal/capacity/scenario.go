@@ -65,6 +65,12 @@ type Rates struct {
 	RowsPerInvocation float64        `json:"rows_per_invocation"`
 	PeakConcurrent    int            `json:"peak_concurrent"`
 	Stopped           map[string]int `json:"stopped"`
+	// ClaimConcurrency is the least claim concurrency any invocation
+	// backed off to on throttling (Result.ClaimConcurrency).
+	ClaimConcurrency int `json:"claim_concurrency"`
+	// Errors sums the invocations' Result.Errors: store calls the engine
+	// gave up on.
+	Errors int `json:"errors"`
 }
 
 func rates(rec *recorder, kind string) Rates {
@@ -78,6 +84,12 @@ func rates(rec *recorder, kind string) Rates {
 		}
 		r.Invocations++
 		r.Stopped[inv.Result.Stopped]++
+		r.Errors += inv.Result.Errors
+		if c := inv.Result.ClaimConcurrency; c > 0 {
+			if r.ClaimConcurrency == 0 || c < r.ClaimConcurrency {
+				r.ClaimConcurrency = c
+			}
+		}
 		if d := inv.Result.Delivered; d > 0 && inv.Duration > 0 {
 			perS = append(perS, float64(d)/inv.Duration.Seconds())
 			rows = append(rows, float64(d))
