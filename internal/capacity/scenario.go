@@ -30,6 +30,7 @@ type Counts struct {
 	Left           int              `json:"left"`
 	Throttles      int64            `json:"throttles"`
 	Surfaced       int64            `json:"surfaced"`
+	EarlyThrottles int64            `json:"early_throttles"`
 	StageThrottles int64            `json:"stage_throttles"`
 	PeakShardWCU   int              `json:"peak_shard_wcu"`
 	MeanShardWCU   float64          `json:"mean_shard_wcu"`
@@ -40,7 +41,7 @@ type Counts struct {
 func counts(st *Store, sink *Sink, over time.Duration) Counts {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c := Counts{Left: st.left, Throttles: st.stats.Throttles, Surfaced: st.stats.Surfaced,
+	c := Counts{Left: st.left, Throttles: st.stats.Throttles, Surfaced: st.stats.Surfaced, EarlyThrottles: st.stats.EarlyThrottles,
 		StageThrottles: st.stats.StageThrottles, ReClaims: st.stats.ReClaims, Calls: st.stats.Calls}
 	var total int64
 	for _, b := range st.buckets {
@@ -131,6 +132,7 @@ func Drain(s Setup, rows, maxTicks int) (DrainResult, error) {
 	st, sink := NewStore(s.Limits, s.Shards, Queue), &Sink{Latency: s.Limits.SendLatency}
 	t0 := time.Now()
 	st.Backlog(rows, t0.Add(-time.Hour), t0.Add(-time.Second))
+	st.t0, st.period = t0, s.Lambda.SweepRate
 	rec := newRecorder()
 	ticks := 0
 	schedule(st, sink, s.Policy, s.Lambda, s.Partitions, rec, func() bool {

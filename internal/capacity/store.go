@@ -30,6 +30,10 @@ type Store struct {
 	stats   storeStats
 	// lastDone is the virtual time of the latest settle.
 	lastDone time.Time
+	// t0 and period are the schedule's first tick and period, when every
+	// sweep starts at a tick (the drains), for EarlyThrottles.
+	t0     time.Time
+	period time.Duration
 }
 
 // simRow is one row's state, kept small: a million of them are held.
@@ -85,7 +89,15 @@ type storeStats struct {
 	ReClaims       int64 // claims of a row claimed before (a retry, a release or a lapsed lease)
 	Staged         int64
 	StageThrottles int64
+	// EarlyThrottles are the throttled attempts within a sweep's first
+	// earlyWindow, when the drains' sweeps (all started at the tick) have
+	// not yet backed off: counted when period is set.
+	EarlyThrottles int64
 }
+
+// earlyWindow is what EarlyThrottles counts: a sweep's first two seconds,
+// its start at full claim concurrency and its first backoff.
+const earlyWindow = 2 * time.Second
 
 // NewStore returns an empty store over shards due-index shards, its rows
 // routed to queue.
@@ -308,6 +320,9 @@ func (c *Client) try(op string, i, units int, check func(*simRow, time.Time) err
 	}
 	if units > 0 && !c.charge(int(r.shard), units, now, false) {
 		c.stats.Throttles++
+		if c.period > 0 && now.Sub(c.t0)%c.period < earlyWindow {
+			c.stats.EarlyThrottles++
+		}
 		return true, nil
 	}
 	apply(r, now)
