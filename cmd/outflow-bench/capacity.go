@@ -294,6 +294,23 @@ func dropped(rep capacity.Report) int64 {
 	return n
 }
 
+// afterSDK says what became of the throttled requests the SDK's retries
+// did not absorb, in the k=16 and k=4 drains and in the one with the
+// SDK's retries off.
+func afterSDK(k16, k4, bare capacity.DrainCase) string {
+	var b strings.Builder
+	if k16.Surfaced == 0 && k4.Surfaced == 0 {
+		b.WriteString("No request was throttled past the SDK's retries, so no settle was left to the engine's retry: ")
+	} else {
+		fmt.Fprintf(&b, "%s requests were throttled past the SDK's retries (k=4: %s); the engine retried those settles within the lease: ", num(k16.Surfaced), num(k4.Surfaced))
+	}
+	fmt.Fprintf(&b, "%s errors surfaced, %s rows were sent twice (k=4: %s, %s), and the drain took %s.", num(k16.Sweep.Errors), num(k16.Duplicates), num(k4.Sweep.Errors), num(k4.Duplicates), periods(k16.Ticks))
+	if bare.Name != "" {
+		fmt.Fprintf(&b, " With the SDK's retries off (one attempt a request), every one of its %s throttled attempts reached the engine; it retried the settles among them within the lease, and %s rows were sent twice, %s errors surfaced, in %s (%s).", num(bare.Throttles), num(bare.Duplicates), num(bare.Sweep.Errors), periods(bare.Ticks), dur(bare.Seconds))
+	}
+	return b.String()
+}
+
 // writeSaturation explains, from the drains, which limit stops each.
 func writeSaturation(w func(string, ...any), rep capacity.Report) {
 	k1, _ := drainByName(rep, "k=1")
@@ -303,13 +320,14 @@ func writeSaturation(w func(string, ...any), rep capacity.Report) {
 	low, _ := drainByName(rep, "k=16, concurrency 4")
 	big, _ := drainByName(rep, "k=16, 64 shards, budget 100,000")
 	capped, _ := drainByName(rep, "k=16, sweep concurrency 4")
+	bare, _ := drainByName(rep, "k=16, no SDK retry")
 	window := rep.SweepRateS - rep.DeadlineMarginS
 	w("- **RowBudget per invocation** is the first limit: with k=1 every sweep stopped on its budget (sweeps: %s), so the backlog drains at K × %s rows per %.0f s period however fast each sweep is; %s rows take ceil(%s / (K × %s)) periods. A sweep at %s rows/s spends its %s rows in %.1f s of the %.0f s it may claim for.",
 		stops(k1.Sweep.Stopped), num(rep.RowBudget), rep.SweepRateS, num(rep.Rows), num(rep.Rows), num(rep.RowBudget), numf(k1.Sweep.RowsPerS), num(rep.RowBudget), float64(rep.RowBudget)/max(k1.Sweep.RowsPerS, 1), window)
-	w("- **The per-shard index ceiling** is the next: with 16 partitions over 16 shards (and 4 over 4) each sweep owns one shard and settles at %s rows/s, the shard's %s WCU/s, where its %d claimers would go %s rows/s. A sweep starts at `Concurrency` claims in flight; at a throttled attempt it halves them, at most once a second, and adds one back each second without a throttle (additive increase, multiplicative decrease), down to %d at the least here. %s write attempts were throttled (k=4: %s), %s of them (%.0f%%) in a sweep's first 2 s, before its backoff takes hold: the shard's second of burst hides the overshoot until it is spent, and rows claimed at full concurrency still settle after the cut. %s requests were throttled past the SDK's retries; the engine retried those settles within the lease, so %s errors surfaced, %s rows were sent twice (k=4: %s), and the drain took %s. Owning 4 shards a partition (64 shards) removes the throttling: %s rows/s a sweep, %s throttled attempts, %s in %s. So does a concurrency of 4: %s rows/s, %s throttled attempts, %s.",
+	w("- **The per-shard index ceiling** is the next: with 16 partitions over 16 shards (and 4 over 4) each sweep owns one shard and settles at %s rows/s, the shard's %s WCU/s, where its %d claimers would go %s rows/s. A sweep starts at `Concurrency` claims in flight; at a throttled attempt it halves them, at most once a second, and adds one back each second without a throttle (additive increase, multiplicative decrease), down to %d at the least here. %s write attempts were throttled (k=4: %s), %s of them (%.0f%%) in a sweep's first 2 s, before its backoff takes hold: the shard's second of burst hides the overshoot until it is spent, and rows claimed at full concurrency still settle after the cut. %s Owning 4 shards a partition (64 shards) removes the throttling: %s rows/s a sweep, %s throttled attempts, %s in %s. So does a concurrency of 4: %s rows/s, %s throttled attempts, %s.",
 		numf(k16.Sweep.RowsPerS), numf(rep.ShardCeiling), k16.Concurrency, numf(k1.Sweep.RowsPerS), k16.Sweep.ClaimConcurrency,
 		num(k16.Throttles), num(k4.Throttles), num(k16.EarlyThrottles), 100*float64(k16.EarlyThrottles)/max(float64(k16.Throttles), 1),
-		num(k16.Surfaced), num(k16.Sweep.Errors), num(k16.Duplicates), num(k4.Duplicates), periods(k16.Ticks),
+		afterSDK(k16, k4, bare),
 		numf(wide.Sweep.RowsPerS), num(wide.Throttles), dur(wide.Seconds), periods(wide.Ticks), numf(low.Sweep.RowsPerS), num(low.Throttles), dur(low.Seconds))
 	w("- **The timeout / sweep period** bounds a sweep's rows at its rate × %.0f s (the period less the deadline margin; the %.0f s timeout is longer than the period, so the period binds): with the budget lifted to 100,000 on 64 shards, the drain took %s in %s (sweeps: %s), each sweep taking %s rows, under the %s the period allows at %s rows/s. A budget above that is never reached; a longer timeout does not help while the period is shorter.",
 		window, rep.SweepTimeoutS, dur(big.Seconds), periods(big.Ticks), stops(big.Sweep.Stopped), numf(big.Sweep.RowsPerInvocation), numf(window*big.Sweep.RowsPerS), numf(big.Sweep.RowsPerS))
