@@ -18,7 +18,6 @@ import (
 // throttled attempt its client retried (NoteThrottle) and then applies.
 // It records each settle attempt's time, and the claims in flight.
 type throttleStore struct {
-	lease      time.Duration
 	claimDelay time.Duration
 	noteUntil  time.Time
 
