@@ -304,9 +304,9 @@ func afterSDK(k16, k4, bare capacity.DrainCase) string {
 	} else {
 		fmt.Fprintf(&b, "%s requests were throttled past the SDK's retries (k=4: %s); the engine retried those settles within the lease: ", num(k16.Surfaced), num(k4.Surfaced))
 	}
-	fmt.Fprintf(&b, "%s errors surfaced, %s rows were sent twice (k=4: %s, %s), and the drain took %s.", num(k16.Sweep.Errors), num(k16.Duplicates), num(k4.Sweep.Errors), num(k4.Duplicates), periods(k16.Ticks))
+	fmt.Fprintf(&b, "%s errors surfaced and %s rows were sent twice (k=4: %s and %s), and the drain took %s.", num(k16.Sweep.Errors), num(k16.Duplicates), num(k4.Sweep.Errors), num(k4.Duplicates), periods(k16.Ticks))
 	if bare.Name != "" {
-		fmt.Fprintf(&b, " With the SDK's retries off (one attempt a request), every one of its %s throttled attempts reached the engine; it retried the settles among them within the lease, and %s rows were sent twice, %s errors surfaced, in %s (%s).", num(bare.Throttles), num(bare.Duplicates), num(bare.Sweep.Errors), periods(bare.Ticks), dur(bare.Seconds))
+		fmt.Fprintf(&b, " With the SDK's retries off (one attempt a request), every one of its %s throttled attempts reached the engine; it retried the settles among them within the lease: %s rows were sent twice and %s errors surfaced, in %s (%s).", num(bare.Throttles), num(bare.Duplicates), num(bare.Sweep.Errors), periods(bare.Ticks), dur(bare.Seconds))
 	}
 	return b.String()
 }
