@@ -279,7 +279,7 @@ func writeStaging(w func(string, ...any), usages []bench.Usage, itemSize int) {
 		put := wru(bench.WriteUnitsBySize(b, false, false))
 		tx := wru(bench.WriteUnitsBySize(b, false, true))
 		ord := wru(bench.WriteUnitsBySize(b, true, false))
-		w("| %s bytes | %.0f | %.0f | %.0f | %.2f× | %.0f | %s / %s |", num(b), put, tx, ord, ord/put, ord-tx, dollars(put*bench.PriceWRU.Each()*1e6), dollars(ord*bench.PriceWRU.Each()*1e6))
+		w("| %s bytes | %s | %s | %s | %.2f× | %s | %s / %s |", num(b), numf(put), numf(tx), numf(ord), ord/put, numf(ord-tx), dollars(put*bench.PriceWRU.Each()*1e6), dollars(ord*bench.PriceWRU.Each()*1e6))
 	}
 	w("")
 	w("So the 8-against-5 of a small row grows with the item by its doubled put: ordered costs 2 + ceil(size / 1 KB) units more than unordered with `Put`, and tends to 4/3 of it as the item grows. Against a row staged with `TransactItem`, whose put is doubled already, an ordered row costs the group item's 2 units more at any size.")
