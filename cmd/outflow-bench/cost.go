@@ -134,12 +134,12 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	w("")
 	w("### Prices")
 	w("")
-	w("Public on-demand prices in %s, read on %s (AWS's pricing pages and documentation, and pages quoting them). Free tiers are left out.", bench.PricesRegion, bench.PricesRead)
+	w("Public on-demand prices in %s, read on %s from the pages each line names (AWS's pricing pages and documentation). Free tiers are left out.", bench.PricesRegion, bench.PricesRead)
 	w("")
-	w("| item | price | per | note |")
-	w("| --- | --- | --- | --- |")
+	w("| item | price | per | note | source |")
+	w("| --- | --- | --- | --- | --- |")
 	for _, p := range bench.Prices {
-		w("| %s | $%g | %s %s | %s |", p.Item, p.Dollar, perText(p.Per), p.Unit, p.Note)
+		w("| %s | $%g | %s %s | %s | %s |", p.Item, p.Dollar, perText(p.Per), p.Unit, p.Note, sources(p.Source))
 	}
 	w("")
 	w("### What each path uses per message")
@@ -179,10 +179,14 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	}
 	for j, name := range bench.LineNames {
 		cells := make([]string, len(usages))
+		billed := false
 		for i := range usages {
 			cells[i] = dollars(bills[i][j].Dollars)
+			billed = billed || bills[i][j].Dollars != 0
 		}
-		w("| %s | %s |", name, strings.Join(cells, " | "))
+		if billed {
+			w("| %s | %s |", name, strings.Join(cells, " | "))
+		}
 	}
 	totals := make([]string, len(usages))
 	for i := range usages {
@@ -199,6 +203,8 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	w("- **naive loop**: the same scheduled function running the naive dispatcher (query, then claim, send and settle one row at a time): one `SendMessage` per message.")
 	w("- SQS requests are priced as standard queues; on FIFO queues every SQS line is 25%% higher ($%.2f per million requests against $%.2f). Every message here is under 64 KB, so a request is one billed chunk.", bench.PriceSQSFIFO.Each()*1e6, bench.PriceSQSStandard.Each()*1e6)
 	w("")
+	writeTargetDollars(w, usages)
+	writeStaging(w, usages, sweep.ItemSize)
 	w("Excluded: storage (table, index, stream retention), data transfer, free tiers, CloudWatch (logs, metrics, alarms), KMS requests, the consumers' own receives and deletes (the same for every path), cold-start (init) duration, and retries or faults. Costs that do not grow with messages are left out of the table: the sweep's schedule fires every minute whether or not there is work, %d invocations a month: $%.3f of Scheduler and $%.3f of Lambda requests per partition, plus its due-index queries (at least one per shard); a Pipes poller reading an idle stream shard about four times a second, as Lambda's mapping does (an assumption: the rate is not published), would make about 10.4 million charged GetRecords a month per shard, $%.2f.",
 		minutesPerMonth, minutesPerMonth*bench.PriceScheduler.Each(), minutesPerMonth*bench.PriceLambdaRequest.Each(), 4*secondsPerMonth*bench.PriceStreamRead.Each())
 	w("")
@@ -209,6 +215,87 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	logf("wrote %s", path)
 	fmt.Print(doc.String())
 	return summary, nil
+}
+
+// writeTargetDollars prices every path for each kind of target.
+func writeTargetDollars(w func(string, ...any), usages []bench.Usage) {
+	w("### Dollars per million messages, by target")
+	w("")
+	w("The same paths delivering to each kind of target Outflow routes to. Outflow sends up to 10 rows a request to every target, so its send requests per message are the ones measured above against SQS ([Benchmarks](benchmarks.md), \"Requests per message by target\", counts the same requests per message for `SendMessageBatch`, `PublishBatch` and `PutEvents`); a relay or the naive loop sends one message a request. What differs is how the target bills them (Prices): SQS and SNS per request, per 64 KB chunk of it; EventBridge per event, each `PutEvents` entry, per 64 KB chunk. Every message here is under 64 KB. Each cell is the total, and in brackets the target's own line.")
+	w("")
+	w("| target | %s |", names(usages))
+	w("| --- |%s", strings.Repeat(" --- |", len(usages)))
+	for _, t := range bench.Targets {
+		cells := make([]string, len(usages))
+		for i, u := range usages {
+			bill := u.To(t).PerMillion()
+			cells[i] = fmt.Sprintf("%s (%s)", dollars(bench.Total(bill)), dollars(targetLine(bill)))
+		}
+		w("| %s | %s |", t, strings.Join(cells, " | "))
+	}
+	w("")
+	wake := usages[0]
+	w("- **SNS**: AWS's SNS guide says batching cuts publishing costs \"by a factor of up to 10\": a `PublishBatch` is billed per 64 KB chunk of the request's data, not per message, so Outflow's batches cost what they cost on SQS at $%.2f instead of $%.2f a million requests. Were each message of a batch billed as a request, the SNS line would be $%.2f on every path (the relay's), and Outflow's wake would total %s. Deliveries from a topic to its SQS subscriptions are free; a FIFO topic is priced otherwise (per request and per GB of payload) and is not in this table.",
+		bench.PriceSNS.Each()*1e6, bench.PriceSQSStandard.Each()*1e6, bench.PriceSNS.Each()*1e6, dollars(bench.Total(wake.To(bench.TargetSNS).PerMillion())-targetLine(wake.To(bench.TargetSNS).PerMillion())+bench.PriceSNS.Each()*1e6))
+	w("- **EventBridge**: batching saves nothing: every entry is an event, $%.2f a million, whichever path sends it, so on a bus Outflow's batching wins only requests, not dollars. Delivery from the bus to a rule's targets is included.", bench.PriceEventBridgeEvent.Each()*1e6)
+	w("")
+}
+
+// targetLine is what a bill pays its target: SQS, SNS or EventBridge.
+func targetLine(bill []bench.LineItem) float64 {
+	t := 0.0
+	for _, l := range bill {
+		switch l.Name {
+		case "SQS requests", "SNS requests", "EventBridge events":
+			t += l.Dollars
+		}
+	}
+	return t
+}
+
+// writeStaging prices staging in the application's transaction, and
+// ordered rows by item size.
+func writeStaging(w func(string, ...any), usages []bench.Usage, itemSize int) {
+	w("### Staging in the business transaction")
+	w("")
+	w("An application stages a row either in its own transaction with the business write (`TransactItem`, `Producer.Transact`), which is the outbox's point, or by a `PutItem` of its own (`Put`). A put inside `TransactWriteItems` costs twice the write units of a plain put (DynamoDB prepares and commits each item: %s); the due-index write that follows the commit costs one, as for a plain put. The lines above stage with `Put`. Per million messages to an SQS standard queue:", sources("https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html"))
+	w("")
+	w("| path | write units, `Put` | write units, `TransactItem` | dollars, `Put` | dollars, `TransactItem` |")
+	w("| --- | --- | --- | --- | --- |")
+	for _, u := range usages[:3] {
+		tx := u.InTransaction()
+		w("| %s | %.2f | %.2f | %s | %s |", u.Name, u.TableWRU+u.IndexWRU, tx.TableWRU+tx.IndexWRU, dollars(bench.Total(u.PerMillion())), dollars(bench.Total(tx.PerMillion())))
+	}
+	w("")
+	w("The doubling costs every path the same: the row's put, %.2f write units at this size, $%.2f a million.", usages[0].StageTableWRU, usages[0].StageTableWRU*bench.PriceWRU.Each()*1e6)
+	w("")
+	w("### Ordered rows, by item size")
+	w("")
+	w("An ordered row is staged in a transaction with its group's tail item, with `Put` and `TransactItem` alike: its put costs twice its units, and the group item's update 2 more (the group item is under 1 KB and in no index); its claim and done are any row's. By the rule of [Benchmarks](benchmarks.md) (\"Write units per delivered message\", which measured 5.00 and 8.00 at %d-byte items, the first line), table and index write units per message, and DynamoDB's write dollars per million:", itemSize)
+	w("")
+	w("| item size | unordered, `Put` | unordered, `TransactItem` | ordered | ordered ÷ unordered `Put` | ordered − unordered `TransactItem` | dollars, unordered `Put` / ordered |")
+	w("| --- | --- | --- | --- | --- | --- | --- |")
+	for _, b := range []int{itemSize, 1000, 2000, 4000, 16000, 64000, 256000} {
+		put := wru(bench.WriteUnitsBySize(b, false, false))
+		tx := wru(bench.WriteUnitsBySize(b, false, true))
+		ord := wru(bench.WriteUnitsBySize(b, true, false))
+		w("| %s bytes | %s | %s | %s | %.2f× | %s | %s / %s |", num(b), numf(put), numf(tx), numf(ord), ord/put, numf(ord-tx), dollars(put*bench.PriceWRU.Each()*1e6), dollars(ord*bench.PriceWRU.Each()*1e6))
+	}
+	w("")
+	w("So the 8-against-5 of a small row grows with the item by its doubled put: ordered costs 2 + ceil(size / 1 KB) units more than unordered with `Put`, and tends to 4/3 of it as the item grows. Against a row staged with `TransactItem`, whose put is doubled already, an ordered row costs the group item's 2 units more at any size.")
+	w("")
+}
+
+// wru is a split of write units, summed.
+func wru(table, index float64) float64 { return table + index }
+
+// sources writes a price's source pages as links.
+func sources(s string) string {
+	parts := strings.Split(s, " and ")
+	for i, p := range parts {
+		parts[i] = "<" + p + ">"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // A 30-day month.

@@ -15,8 +15,15 @@ type Usage struct {
 	// StreamReads are charged GetRecords calls (zero where Lambda's
 	// event source mapping reads the stream: those are free).
 	StreamReads float64
-	// SQSRequests are billed SQS requests (64 KB chunks).
-	SQSRequests float64
+	// SQSRequests are billed SQS requests (64 KB chunks), priced as a
+	// FIFO queue's when SQSFIFO is set; SNSRequests billed SNS requests
+	// (64 KB chunks of a Publish or PublishBatch); EventBridgeEvents
+	// billed PutEvents entries (64 KB chunks of each).
+	SQSRequests, SNSRequests, EventBridgeEvents float64
+	SQSFIFO                                     bool
+	// StageTableWRU is the table's write units of the row's staging put,
+	// which staging it inside a transaction doubles (see InTransaction).
+	StageTableWRU float64
 	// LambdaInvocations and LambdaGBs are the function's requests and
 	// duration in GB-seconds.
 	LambdaInvocations, LambdaGBs float64
@@ -37,6 +44,8 @@ var LineNames = []string{
 	"DynamoDB reads",
 	"DynamoDB Streams reads",
 	"SQS requests",
+	"SNS requests",
+	"EventBridge events",
 	"Lambda requests",
 	"Lambda duration (arm64)",
 	"EventBridge Scheduler",
@@ -44,15 +53,21 @@ var LineNames = []string{
 }
 
 // PerMillion is the bill of a million messages, line by line, in
-// LineNames' order, SQS priced as standard queues.
+// LineNames' order.
 func (u Usage) PerMillion() []LineItem {
 	m := 1e6
+	sqs := PriceSQSStandard
+	if u.SQSFIFO {
+		sqs = PriceSQSFIFO
+	}
 	d := []float64{
 		u.TableWRU * PriceWRU.Each() * m,
 		u.IndexWRU * PriceWRU.Each() * m,
 		u.RRU * PriceRRU.Each() * m,
 		u.StreamReads * PriceStreamRead.Each() * m,
-		u.SQSRequests * PriceSQSStandard.Each() * m,
+		u.SQSRequests * sqs.Each() * m,
+		u.SNSRequests * PriceSNS.Each() * m,
+		u.EventBridgeEvents * PriceEventBridgeEvent.Each() * m,
 		u.LambdaInvocations * PriceLambdaRequest.Each() * m,
 		u.LambdaGBs * PriceLambdaARM.Each() * m,
 		u.SchedulerInvocations * PriceScheduler.Each() * m,
@@ -63,6 +78,71 @@ func (u Usage) PerMillion() []LineItem {
 		out[i] = LineItem{Name: LineNames[i], Dollars: d[i]}
 	}
 	return out
+}
+
+// Target is the kind of route a message goes to.
+type Target string
+
+// The targets Outflow delivers to.
+const (
+	TargetSQS         Target = "SQS standard queue"
+	TargetSQSFIFO     Target = "SQS FIFO queue"
+	TargetSNS         Target = "SNS standard topic"
+	TargetEventBridge Target = "EventBridge bus"
+)
+
+// Targets lists them, for the doc.
+var Targets = []Target{TargetSQS, TargetSQSFIFO, TargetSNS, TargetEventBridge}
+
+// To is u, measured sending to an SQS standard queue, sending to target
+// t instead: the same send requests (every path batches the same way
+// whatever the target: Outflow up to 10 rows a request, a relay one event
+// a request), billed by t's rule for messages under 64 KB: SQS and SNS
+// per request, EventBridge per entry, so one event a message.
+func (u Usage) To(t Target) Usage {
+	reqs := u.SQSRequests
+	u.SQSRequests, u.SNSRequests, u.EventBridgeEvents, u.SQSFIFO = 0, 0, 0, false
+	switch t {
+	case TargetSQS:
+		u.SQSRequests = reqs
+	case TargetSQSFIFO:
+		u.SQSRequests, u.SQSFIFO = reqs, true
+	case TargetSNS:
+		u.SNSRequests = reqs
+	case TargetEventBridge:
+		u.EventBridgeEvents = 1
+	}
+	return u
+}
+
+// InTransaction is u with the row staged inside the application's own
+// TransactWriteItems (TransactItem) rather than by its own PutItem: the
+// row's put costs twice its table write units there; its index write,
+// propagated after the commit, does not change.
+func (u Usage) InTransaction() Usage {
+	u.TableWRU += u.StageTableWRU
+	u.StageTableWRU *= 2
+	return u
+}
+
+// WriteUnitsBySize is the rule behind the measured write units per
+// message, for a row of itemBytes: the staging put (ceil(size / 1 KB)
+// table units, twice inside a transaction) and its index entry, the claim
+// and the done (the item as grown by the claim, claimBytes more, and the
+// done's index write). An ordered row is staged in a transaction with its
+// group item (under 1 KB, so 2 units), whichever way the application
+// stages it; transact stages an unordered row in the application's
+// transaction (TransactItem).
+func WriteUnitsBySize(itemBytes int, ordered, transact bool) (table, index float64) {
+	kb := func(n int) float64 { return math.Ceil(float64(max(n, 1)) / 1024) }
+	stage := kb(itemBytes)
+	if ordered || transact {
+		stage *= 2
+	}
+	if ordered {
+		stage += 2
+	}
+	return stage + 2*kb(itemBytes+claimBytes), float64(IndexWrites["stage"] + IndexWrites["done"])
 }
 
 // Total is the sum of the bill's lines.
@@ -104,6 +184,7 @@ func DrainUsage(name string, r MotoResult, pageSize int, memoryMB int, secondsPe
 	n := float64(max(r.Throughput.Rows, 1))
 	u := Usage{Name: name}
 	u.TableWRU, u.IndexWRU = writeUnits(r.Throughput.Rows, r.Stage, r.Dispatch)
+	u.StageTableWRU, _ = writeUnits(r.Throughput.Rows, r.Stage)
 	u.RRU = (float64(r.Dispatch.Count("DynamoDB.Query"))*QueryRRU(pageSize, r.ItemSize) + float64(r.Dispatch.Count("DynamoDB.GetItem"))) / n
 	u.SQSRequests = float64(r.Dispatch.Total("SQS", false)) / n
 	u.DynamoDBRequests = float64(dataRequests(r.Stage)+dataRequests(r.Dispatch)) / n
@@ -120,6 +201,7 @@ func WakeUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
 	n := float64(max(r.WakeDelivered, 1))
 	u := Usage{Name: "Outflow, wake"}
 	u.TableWRU, u.IndexWRU = writeUnits(r.WakeDelivered, r.Stage, r.Wake)
+	u.StageTableWRU, _ = writeUnits(r.WakeDelivered, r.Stage)
 	u.RRU = float64(r.Wake.Count("DynamoDB.GetItem")) / n
 	u.SQSRequests = float64(r.Wake.Total("SQS", false)) / n
 	u.DynamoDBRequests = float64(dataRequests(r.Stage)+dataRequests(r.Wake)) / n
@@ -138,6 +220,7 @@ func WakeUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
 func PipesUsage(staging MotoResult, getRecordsPerRow float64) Usage {
 	u := Usage{Name: "EventBridge Pipes relay"}
 	u.TableWRU, u.IndexWRU = writeUnits(staging.Throughput.Rows, staging.Stage)
+	u.StageTableWRU = u.TableWRU
 	u.StreamReads, u.GetRecords = getRecordsPerRow, getRecordsPerRow
 	u.DynamoDBRequests = float64(dataRequests(staging.Stage)) / float64(max(staging.Throughput.Rows, 1))
 	u.SQSRequests = 1

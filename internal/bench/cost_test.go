@@ -14,9 +14,9 @@ import (
 
 func TestUsagePerMillion_PricesEveryLineAtItsPrice(t *testing.T) {
 	t.Parallel()
-	u := Usage{TableWRU: 3, IndexWRU: 2, RRU: 1, StreamReads: 0.5, SQSRequests: 0.1, LambdaInvocations: 0.01, LambdaGBs: 0.001, SchedulerInvocations: 0.002, PipesRequests: 1}
+	u := Usage{TableWRU: 3, IndexWRU: 2, RRU: 1, StreamReads: 0.5, SQSRequests: 0.1, SNSRequests: 0.2, EventBridgeEvents: 1, LambdaInvocations: 0.01, LambdaGBs: 0.001, SchedulerInvocations: 0.002, PipesRequests: 1}
 	lines := u.PerMillion()
-	want := []float64{3 * 0.625, 2 * 0.625, 0.125, 0.5 * 0.2, 0.1 * 0.40, 0.01 * 0.20, 0.001 * 0.0000133334 * 1e6, 0.002 * 1.00, 0.40}
+	want := []float64{3 * 0.625, 2 * 0.625, 0.125, 0.5 * 0.2, 0.1 * 0.40, 0.2 * 0.50, 1.00, 0.01 * 0.20, 0.001 * 0.0000133334 * 1e6, 0.002 * 1.00, 0.40}
 	require.Len(t, lines, len(want))
 	for i, l := range lines {
 		require.Equal(t, LineNames[i], l.Name)
@@ -86,4 +86,49 @@ func TestWriteUnits_SplitsARowsWritesBetweenTableAndIndex(t *testing.T) {
 	require.InDelta(t, 3, table, 1e-9, "put, claim and delete: one unit each")
 	require.InDelta(t, 2, index, 1e-9, "the put's and the delete's index entries; the claim moves none")
 	require.Equal(t, 1, dataRequests(stage))
+}
+
+func TestUsageTo_BillsEachTargetByItsRule(t *testing.T) {
+	t.Parallel()
+	u := Usage{SQSRequests: 0.1}
+	cases := []struct {
+		target  Target
+		dollars float64
+	}{
+		{TargetSQS, 0.1 * 0.40},
+		{TargetSQSFIFO, 0.1 * 0.50},
+		{TargetSNS, 0.1 * 0.50},   // a PublishBatch is billed as one request per 64 KB chunk
+		{TargetEventBridge, 1.00}, // every PutEvents entry is an event
+	}
+	for _, c := range cases {
+		require.InDelta(t, c.dollars, Total(u.To(c.target).PerMillion()), 1e-9, string(c.target))
+	}
+}
+
+func TestInTransaction_DoublesTheStagingPutsTableUnits(t *testing.T) {
+	t.Parallel()
+	u := Usage{TableWRU: 3, IndexWRU: 2, StageTableWRU: 1}.InTransaction()
+	require.InDelta(t, 4, u.TableWRU, 1e-9)
+	require.InDelta(t, 2, u.IndexWRU, 1e-9, "the index write is propagated after the commit, once")
+}
+
+func TestWriteUnitsBySize_GivesTheMeasuredFiguresAndGrowsWithTheItem(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		bytes             int
+		ordered, transact bool
+		want              float64
+	}{
+		{315, false, false, 5}, // benchmarks.md: unordered, measured
+		{315, true, false, 8},  // ordered, measured
+		{315, false, true, 6},
+		{315, true, true, 8},
+		{4000, false, false, 16}, // put 4, claim 5, done 5, index 2
+		{4000, true, false, 22},  // put 8, group 2, claim 5, done 5, index 2
+		{4000, false, true, 20},
+	}
+	for _, c := range cases {
+		table, index := WriteUnitsBySize(c.bytes, c.ordered, c.transact)
+		require.InDelta(t, c.want, table+index, 1e-9, "%d bytes, ordered %v, transact %v", c.bytes, c.ordered, c.transact)
+	}
 }

@@ -141,6 +141,10 @@ func (r *Requests) Total(service string, writesOnly bool) int {
 	return n
 }
 
+// claimBytes is what a claim adds to a staged item: its token, lease and
+// timestamps, which the claim's, the done's and later writes carry.
+const claimBytes = 120
+
 // IndexWrites is what each transition costs in index writes (one write
 // unit each, the projections being small): the table in
 // docs/architecture.md, where a claim moves no index key.
@@ -164,7 +168,7 @@ func (r *Requests) WCU(index map[string]int) float64 {
 	for _, w := range r.writes {
 		size := r.sizes[w.key]
 		if w.kind != "stage" && w.kind != "group" {
-			size += 120 // claim token, lease and timestamps added after staging
+			size += claimBytes
 		}
 		units := math.Ceil(float64(max(size, 1)) / 1024)
 		if w.tx {

@@ -132,6 +132,11 @@ func Model(rows int, rates []float64, steady time.Duration, headroom float64,
 	s = DefaultSetup(16)
 	s.Lambda.SweepConcurrency = 4
 	cases = append(cases, named{"k=16, sweep concurrency 4", s})
+	// Every throttled attempt reaches the engine: its settle retries at
+	// work, where the SDK's own retries would hide them.
+	s = DefaultSetup(16)
+	s.Limits.SDKMaxAttempts = 1
+	cases = append(cases, named{"k=16, no SDK retry", s})
 
 	rep.Drains = make([]DrainCase, len(cases))
 	rep.Sizing = make([]Sizing, len(rates))

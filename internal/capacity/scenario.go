@@ -30,6 +30,7 @@ type Counts struct {
 	Left           int              `json:"left"`
 	Throttles      int64            `json:"throttles"`
 	Surfaced       int64            `json:"surfaced"`
+	EarlyThrottles int64            `json:"early_throttles"`
 	StageThrottles int64            `json:"stage_throttles"`
 	PeakShardWCU   int              `json:"peak_shard_wcu"`
 	MeanShardWCU   float64          `json:"mean_shard_wcu"`
@@ -40,7 +41,7 @@ type Counts struct {
 func counts(st *Store, sink *Sink, over time.Duration) Counts {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c := Counts{Left: st.left, Throttles: st.stats.Throttles, Surfaced: st.stats.Surfaced,
+	c := Counts{Left: st.left, Throttles: st.stats.Throttles, Surfaced: st.stats.Surfaced, EarlyThrottles: st.stats.EarlyThrottles,
 		StageThrottles: st.stats.StageThrottles, ReClaims: st.stats.ReClaims, Calls: st.stats.Calls}
 	var total int64
 	for _, b := range st.buckets {
@@ -65,6 +66,12 @@ type Rates struct {
 	RowsPerInvocation float64        `json:"rows_per_invocation"`
 	PeakConcurrent    int            `json:"peak_concurrent"`
 	Stopped           map[string]int `json:"stopped"`
+	// ClaimConcurrency is the least claim concurrency any invocation
+	// backed off to on throttling (Result.ClaimConcurrency).
+	ClaimConcurrency int `json:"claim_concurrency"`
+	// Errors sums the invocations' Result.Errors: store calls the engine
+	// gave up on.
+	Errors int `json:"errors"`
 }
 
 func rates(rec *recorder, kind string) Rates {
@@ -78,6 +85,12 @@ func rates(rec *recorder, kind string) Rates {
 		}
 		r.Invocations++
 		r.Stopped[inv.Result.Stopped]++
+		r.Errors += inv.Result.Errors
+		if c := inv.Result.ClaimConcurrency; c > 0 {
+			if r.ClaimConcurrency == 0 || c < r.ClaimConcurrency {
+				r.ClaimConcurrency = c
+			}
+		}
 		if d := inv.Result.Delivered; d > 0 && inv.Duration > 0 {
 			perS = append(perS, float64(d)/inv.Duration.Seconds())
 			rows = append(rows, float64(d))
@@ -119,6 +132,7 @@ func Drain(s Setup, rows, maxTicks int) (DrainResult, error) {
 	st, sink := NewStore(s.Limits, s.Shards, Queue), &Sink{Latency: s.Limits.SendLatency}
 	t0 := time.Now()
 	st.Backlog(rows, t0.Add(-time.Hour), t0.Add(-time.Second))
+	st.t0, st.period = t0, s.Lambda.SweepRate
 	rec := newRecorder()
 	ticks := 0
 	schedule(st, sink, s.Policy, s.Lambda, s.Partitions, rec, func() bool {

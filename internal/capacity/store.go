@@ -30,6 +30,10 @@ type Store struct {
 	stats   storeStats
 	// lastDone is the virtual time of the latest settle.
 	lastDone time.Time
+	// t0 and period are the schedule's first tick and period, when every
+	// sweep starts at a tick (the drains), for EarlyThrottles.
+	t0     time.Time
+	period time.Duration
 }
 
 // simRow is one row's state, kept small: a million of them are held.
@@ -85,7 +89,15 @@ type storeStats struct {
 	ReClaims       int64 // claims of a row claimed before (a retry, a release or a lapsed lease)
 	Staged         int64
 	StageThrottles int64
+	// EarlyThrottles are the throttled attempts within a sweep's first
+	// earlyWindow, when the drains' sweeps (all started at the tick) have
+	// not yet backed off: counted when period is set.
+	EarlyThrottles int64
 }
+
+// earlyWindow is what EarlyThrottles counts: a sweep's first two seconds,
+// its start at full claim concurrency and its first backoff.
+const earlyWindow = 2 * time.Second
 
 // NewStore returns an empty store over shards due-index shards, its rows
 // routed to queue.
@@ -275,14 +287,16 @@ func (c *Client) write(ctx context.Context, op string, i int, units int, check f
 			c.tokens -= c.limits.SDKThrottleCost
 		}
 		c.qmu.Unlock()
+		// The adapter's per-attempt signal (dynamo's SDK middleware).
+		outbox.NoteThrottle(ctx)
 		if !retry {
 			c.mu.Lock()
 			c.stats.Surfaced++
 			c.mu.Unlock()
 			if attempt < c.limits.SDKMaxAttempts {
-				return fmt.Errorf("%s %s: %w: %w", op, Key(i), errQuota, ErrThrottled)
+				return outbox.Throttled(fmt.Errorf("%s %s: %w: %w", op, Key(i), errQuota, ErrThrottled))
 			}
-			return fmt.Errorf("%s %s: %w", op, Key(i), ErrThrottled)
+			return outbox.Throttled(fmt.Errorf("%s %s: %w", op, Key(i), ErrThrottled))
 		}
 		if err := c.sleep(ctx, c.limits.backoff(attempt)); err != nil {
 			return err
@@ -306,6 +320,9 @@ func (c *Client) try(op string, i, units int, check func(*simRow, time.Time) err
 	}
 	if units > 0 && !c.charge(int(r.shard), units, now, false) {
 		c.stats.Throttles++
+		if c.period > 0 && now.Sub(c.t0)%c.period < earlyWindow {
+			c.stats.EarlyThrottles++
+		}
 		return true, nil
 	}
 	apply(r, now)

@@ -69,7 +69,8 @@ func New(api API, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid store config: %w", err)
 	}
-	return &Store{api: api, cfg: cfg}, nil
+	// Throttles reach the engine as its own signal (see throttleAware).
+	return &Store{api: throttleAware{api}, cfg: cfg}, nil
 }
 
 // Shards implements outbox.Store.

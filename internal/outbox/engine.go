@@ -94,7 +94,11 @@ func (e *Engine) SweepPartitions(ctx context.Context, until time.Time, ps ...Par
 	if !until.IsZero() {
 		r.claimStop = until.Add(-e.policy.DeadlineMargin)
 	}
-	return r.sweep(ctx, slices.Compact(shards))
+	// The sweep's claims in flight adapt to throttling (see claimGate); its
+	// store calls carry the gate so the adapter can report throttled
+	// attempts its client retried itself (NoteThrottle).
+	r.gate = newClaimGate(e.policy.Concurrency, e.now)
+	return r.sweep(r.gate.with(ctx), slices.Compact(shards))
 }
 
 // sweep runs passes over shards until nothing more is claimed, the budget

@@ -41,6 +41,14 @@ type Result struct {
 	// Errors are store calls that failed outright; the rows involved are
 	// recovered by a later sweep once their lease expires.
 	Errors int
+	// Throttled counts store calls that reached the engine refused for
+	// capacity (ThrottledError), a settle's retries included: a settle
+	// retried until it applied is not an error.
+	Throttled int
+	// ClaimConcurrency is the least claim concurrency a sweep backed off
+	// to on throttling (Policy.Concurrency if it never did); 0 for the
+	// wake.
+	ClaimConcurrency int
 	// OldestDueAge is how overdue the oldest due row was when the sweep
 	// began: the backlog lag. Zero for the wake and for an empty backlog.
 	OldestDueAge time.Duration
@@ -56,6 +64,7 @@ type Result struct {
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
 	expired, skipped, conflicts, errors, unrouted       atomic.Int64
+	throttled                                           atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -70,5 +79,6 @@ func (t *tally) result() Result {
 		Skipped:      int(t.skipped.Load()),
 		Conflicts:    int(t.conflicts.Load()),
 		Errors:       int(t.errors.Load()),
+		Throttled:    int(t.throttled.Load()),
 	}
 }

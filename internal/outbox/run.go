@@ -49,6 +49,9 @@ type run struct {
 	// claiming counts the claims on their way in the current pass, so the
 	// batcher knows more rows may be coming.
 	claiming atomic.Int64
+	// gate adapts a sweep's claims in flight to throttling; nil on the
+	// wake's path, whose batch bounds it.
+	gate *claimGate
 }
 
 func (r *run) pastDeadline() bool {
@@ -72,6 +75,9 @@ func (r *run) finish(stopped string) Result {
 	res.BlockedGroups = len(r.order.blocked)
 	if !r.order.oldestBlocked.IsZero() {
 		res.OldestBlockedAge = max(0, r.start.Sub(r.order.oldestBlocked))
+	}
+	if r.gate != nil {
+		res.ClaimConcurrency = r.gate.low()
 	}
 	res.Duration = r.now().Sub(r.start)
 	res.Stopped = stopped
@@ -112,7 +118,14 @@ func (r *run) pass(ctx context.Context, src source) {
 		claimers.Go(func() {
 			for ref := range refs {
 				r.claiming.Add(1)
-				r.claim(ctx, ref, claimed)
+				if r.gate == nil {
+					r.claim(ctx, ref, claimed)
+				} else if r.gate.acquire(ctx) {
+					r.claim(ctx, ref, claimed)
+					r.gate.release()
+				} else {
+					r.order.release(ref.Key)
+				}
 				r.claiming.Add(-1)
 			}
 		})
@@ -332,6 +345,10 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		r.order.letGo(ref.Key)
 		return true
 	case err != nil:
+		if IsThrottled(err) {
+			r.t.throttled.Add(1)
+			NoteThrottle(ctx)
+		}
 		if ctx.Err() == nil {
 			r.t.errors.Add(1)
 			r.log.WarnContext(ctx, "claim failed", "key", ref.Key, "error", err)
@@ -554,14 +571,15 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	switch {
 	case sendErr == nil:
 		r.t.delivered.Add(1)
-		err := r.store.Done(ctx, row, now)
+		err := r.settleWrite(ctx, row, func() error { return r.store.Done(ctx, row, now) })
 		r.count(ctx, "done", row.Key, err, nil)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, err == nil, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
-		err := r.store.DeadLetter(ctx, row, now, r.failure(row, now, sendErr))
+		hist := r.failure(row, now, sendErr)
+		err := r.settleWrite(ctx, row, func() error { return r.store.DeadLetter(ctx, row, now, hist) })
 		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		written := err == nil || errors.Is(err, ErrDeadLettered)
@@ -570,7 +588,8 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		row = unsureAfter(row, now, sendErr)
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
 		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
-		err := r.store.Retry(ctx, row, due, r.failure(row, now, sendErr))
+		hist := r.failure(row, now, sendErr)
+		err := r.settleWrite(ctx, row, func() error { return r.store.Retry(ctx, row, due, hist) })
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
 		h := hold{until: due, row: row.CreatedAt}
 		if errors.Is(err, ErrDeadLettered) {
