@@ -51,7 +51,10 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// the console's own form posts with Origin: null, which the Origin
+		// check below must refuse.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		if !s.hostAllowed(r.Host) {
 			s.refuse(w, r, http.StatusMisdirectedRequest, "This console answers only to "+s.hosts[0]+": the request named another host.")
