@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwschemas "github.com/aws/aws-sdk-go-v2/service/cloudwatch/schemas"
+	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
 	"github.com/spf13/cobra"
 
 	"github.com/outflowhq/outflow/internal/console"
@@ -51,8 +53,8 @@ func (a *app) uiCommand() *cobra.Command {
 				return usagef("--addr %q: want host:port, e.g. 127.0.0.1:8080", f.addr)
 			}
 			ip := net.ParseIP(host)
-			loopback := ip != nil && ip.IsLoopback()
-			if !loopback && !f.remote {
+			local := ip != nil && ip.IsLoopback()
+			if !local && !f.remote {
 				return usagef("--addr %s is not a loopback address: add --allow-remote to serve beyond this machine (with an access token)", f.addr)
 			}
 			deadQueues, err := a.deadQueues(cmd.Context(), f.stats)
@@ -73,7 +75,13 @@ func (a *app) uiCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				metrics = &console.Metrics{API: cloudwatch.NewFromConfig(awsCfg), Namespace: f.namespace}
+				metrics = &console.Metrics{API: cloudwatch.NewFromConfig(awsCfg, func(o *cloudwatch.Options) {
+					if a.endpoint != "" && loopback(a.endpoint) {
+						// moto serves CloudWatch's Query protocol, not the
+						// SDK's default (CBOR).
+						o.Protocol = awsquery.New(cwschemas.GraniteServiceVersion20100801)
+					}
+				}), Namespace: f.namespace}
 			}
 			ln, err := net.Listen("tcp", f.addr)
 			if err != nil {
@@ -84,7 +92,7 @@ func (a *app) uiCommand() *cobra.Command {
 				Operator: op, Ordered: a.ordered, DeadQueues: deadQueues, Cap: f.stats.cap, Metrics: metrics,
 				Addr: ln.Addr().String(), ReadOnly: f.readOnly, Refresh: f.refresh, Log: telemetry.NewLogger(a.stderr, a.getenv),
 			}
-			if !loopback {
+			if !local {
 				cfg.Token = console.NewToken()
 			}
 			return a.serveConsole(cmd.Context(), ln, cfg)
