@@ -18,6 +18,9 @@ import (
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
+// uiDefaultAddr is where outflow ui listens unless told otherwise.
+const uiDefaultAddr = "127.0.0.1:8080"
+
 // uiFlags are the flags of outflow ui.
 type uiFlags struct {
 	addr             string
@@ -49,10 +52,15 @@ func (a *app) uiCommand() *cobra.Command {
 				return usagef("--cap must be 0 (no cap) or more, got %d", f.stats.cap)
 			}
 			host, _, err := net.SplitHostPort(f.addr)
-			if err != nil {
-				return usagef("--addr %q: want host:port, e.g. 127.0.0.1:8080", f.addr)
+			if err != nil || host == "" {
+				return usagef("--addr %q: want host:port, e.g. %s", f.addr, uiDefaultAddr)
 			}
 			ip := net.ParseIP(host)
+			if ip != nil && ip.IsUnspecified() {
+				// The console answers only requests that name the address it
+				// is bound to (DNS rebinding): a wildcard names none.
+				return usagef("--addr %s: bind the address or name clients will use, not a wildcard", f.addr)
+			}
 			local := ip != nil && ip.IsLoopback()
 			if !local && !f.remote {
 				return usagef("--addr %s is not a loopback address: add --allow-remote to serve beyond this machine (with an access token)", f.addr)
@@ -88,9 +96,16 @@ func (a *app) uiCommand() *cobra.Command {
 				return fmt.Errorf("ui: %w", err)
 			}
 			defer ln.Close()
+			// The Host requests must name: --addr's host, as given (a name
+			// stays a name), with the port bound (--addr's, or the free one
+			// port 0 found).
+			_, port, err := net.SplitHostPort(ln.Addr().String())
+			if err != nil {
+				return fmt.Errorf("ui: %w", err)
+			}
 			cfg := console.Config{
 				Operator: op, Ordered: a.ordered, DeadQueues: deadQueues, Cap: f.stats.cap, Metrics: metrics,
-				Addr: ln.Addr().String(), ReadOnly: f.readOnly, Refresh: f.refresh, Log: telemetry.NewLogger(a.stderr, a.getenv),
+				Addr: net.JoinHostPort(host, port), ReadOnly: f.readOnly, Refresh: f.refresh, Log: telemetry.NewLogger(a.stderr, a.getenv),
 			}
 			if !local {
 				cfg.Token = console.NewToken()
@@ -99,7 +114,7 @@ func (a *app) uiCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "host:port to listen on (port 0: any free port); beyond loopback only with --allow-remote")
+	fl.StringVar(&f.addr, "addr", uiDefaultAddr, "host:port to listen on (port 0: any free port); beyond loopback only with --allow-remote")
 	fl.BoolVar(&f.remote, "allow-remote", false, "allow an --addr beyond loopback; the console then requires the access token it prints")
 	fl.BoolVar(&f.readOnly, "read-only", false, "show no action and refuse every POST")
 	durationVar(fl, &f.refresh, "refresh", console.DefaultRefresh, "how often the overview reloads itself (at least 15s)")
@@ -131,10 +146,10 @@ func (a *app) serveConsole(ctx context.Context, ln net.Listener, cfg console.Con
 	if cfg.ReadOnly {
 		mode = " (read-only)"
 	}
-	fmt.Fprintf(a.stderr, "outflow ui: table %s%s at %s\n", cfg.Operator.Table(), mode, url)
 	if cfg.Token != "" {
-		fmt.Fprintln(a.stderr, "outflow ui: the access token is in that URL; anyone with it can redrive and purge (plain HTTP: keep it off untrusted networks)")
+		fmt.Fprintln(a.stderr, "outflow ui: the access token is in the URL below; anyone with it can redrive and purge (plain HTTP: keep it off untrusted networks)")
 	}
+	fmt.Fprintf(a.stderr, "outflow ui: table %s%s at %s\n", cfg.Operator.Table(), mode, url)
 	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
