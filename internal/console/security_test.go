@@ -1,11 +1,13 @@
 package console_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -110,6 +112,15 @@ func TestConsole_EscapesPayloadsAndLogsNone(t *testing.T) {
 	require.Contains(t, body, "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;")
 	require.Contains(t, body, "&lt;b&gt;bold&lt;/b&gt;")
 	require.NotContains(t, body, "<script", "the console itself runs no script")
+
+	// A payload that is not text is shown as base64, and only on request.
+	require.NoError(t, e.op.Stage(context.Background(), outbox.Row{Key: "binary", Queue: "ghost", Payload: []byte{0xff, 0x00, '<', 0xfe}}, time.Now()))
+	_, body, _ = do(t, "GET", c.url+"/row?key=binary", "", nil, nil)
+	require.Contains(t, body, "4 bytes")
+	require.NotContains(t, body, `id="payload"`)
+	_, body, _ = do(t, "GET", c.url+"/row?key=binary&payload=1", "", nil, nil)
+	require.Contains(t, body, "not UTF-8 text: base64")
+	require.Contains(t, body, `<pre id="payload">/wA8/g==</pre>`)
 
 	require.Contains(t, c.log.String(), `"path":"/row"`, "requests are logged")
 	require.NotContains(t, c.log.String(), "pwned", "no payload is logged")
