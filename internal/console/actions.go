@@ -13,16 +13,15 @@ import (
 const maxKeys = 1000
 
 // target is what an action takes: keys, or every dead letter of a route
-// (Queue) or of all (All) that failed before At.
+// (Queue) that failed before At.
 type target struct {
 	Keys  []string
 	Queue string
-	All   bool
-	// At is when the action was asked for: a route's or all dead letters
-	// are those dead at At, the moment the confirmation counted them, so
+	// At is when the action was asked for: a route's dead letters are
+	// those dead at At, the moment the confirmation counted them, so
 	// that a purge never takes more than it named.
 	At time.Time
-	// Count is how many dead letters a route's or all purge would take,
+	// Count is how many dead letters a route's purge would take,
 	// as counted for the confirmation.
 	Count int
 }
@@ -30,7 +29,7 @@ type target struct {
 // AtMs is At in Unix milliseconds, for the confirmation form.
 func (t target) AtMs() int64 { return t.At.UnixMilli() }
 
-// targetOf reads the form: keys (repeated), else queue, else all=1.
+// targetOf reads the form: keys (repeated), or queue.
 func (s *Server) targetOf(r *http.Request) (target, string) {
 	var t target
 	for _, k := range r.PostForm["key"] {
@@ -39,20 +38,13 @@ func (s *Server) targetOf(r *http.Request) (target, string) {
 		}
 	}
 	t.Queue = strings.TrimSpace(r.PostFormValue("queue"))
-	t.All = r.PostFormValue("all") == "1"
 	t.At = s.cfg.Now()
 	if ms, err := strconv.ParseInt(r.PostFormValue("at"), 10, 64); err == nil && ms > 0 && time.UnixMilli(ms).Before(t.At) {
 		t.At = time.UnixMilli(ms)
 	}
-	n := 0
-	for _, set := range []bool{len(t.Keys) > 0, t.Queue != "", t.All} {
-		if set {
-			n++
-		}
-	}
 	switch {
-	case n != 1:
-		return t, "Select dead letters, or name a route, or all: exactly one."
+	case (len(t.Keys) > 0) == (t.Queue != ""):
+		return t, "Select dead letters, or name a route: one or the other."
 	case len(t.Keys) > maxKeys:
 		return t, "Too many keys in one request: at most " + strconv.Itoa(maxKeys) + "."
 	}

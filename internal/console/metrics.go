@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,6 +55,14 @@ type Chart struct {
 	Max    float64
 	Last   float64
 	Empty  bool
+}
+
+// chartCache keeps the charts for metricsTTL, so that refreshes and tabs
+// do not multiply CloudWatch requests.
+type chartCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	charts Charts
 }
 
 func (c *chartCache) get(ctx context.Context, m *Metrics, table string, now time.Time) (Charts, string) {

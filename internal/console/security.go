@@ -14,6 +14,9 @@ import (
 const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; " +
 	"frame-ancestors 'none'; base-uri 'none'"
 
+// maxForm bounds a POST's body.
+const maxForm = 1 << 20
+
 // tokenCookie holds the access token once a browser has shown it.
 const tokenCookie = "outflow_console_token"
 
@@ -66,6 +69,8 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
 		case http.MethodPost:
+			// A form names at most maxKeys keys: no request needs more.
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			if s.cfg.ReadOnly {
 				s.refuse(w, r, http.StatusForbidden, "This console is read-only (--read-only): it changes nothing.")
 				return

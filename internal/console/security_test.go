@@ -79,8 +79,20 @@ func TestConsole_RefusesWhatItsSecurityRulesForbid(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, "Redriven 1, skipped 0")
 	require.Equal(t, outbox.StatusPending, e.status(t, key), "the same POST with the token and the bound Host acts")
-	status, _, _ = do(t, "GET", c.url+"/", "localhost"+c.url[strings.LastIndex(c.url, ":"):], nil, nil)
+	status, body, _ = do(t, "GET", c.url+"/", "localhost"+c.url[strings.LastIndex(c.url, ":"):], nil, nil)
 	require.Equal(t, http.StatusOK, status, "localhost names the loopback console too")
+	require.Contains(t, body, `<meta http-equiv="refresh" content="60">`, "the overview reloads itself at the default rate")
+
+	for name, form := range map[string]url.Values{
+		"nothing selected":           {"csrf": {c.CSRF()}},
+		"keys and a route both":      {"csrf": {c.CSRF()}, "key": {key}, "queue": {"ghost"}},
+		"a body over the form limit": {"csrf": {c.CSRF()}, "key": {strings.Repeat("k", 1<<20)}},
+	} {
+		status, _, _ := do(t, "POST", c.url+"/purge", "", form, nil)
+		require.GreaterOrEqual(t, status, 400, name)
+		require.Less(t, status, 500, name)
+	}
+	require.Equal(t, outbox.StatusFailed, e.status(t, e.ghostKeys[1]))
 }
 
 func TestConsole_SetsAStrictContentSecurityPolicyOnEveryResponse(t *testing.T) {

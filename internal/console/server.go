@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/outflowhq/outflow/internal/dynamo"
@@ -196,12 +195,4 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		s.cfg.Log.InfoContext(r.Context(), "console request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 			"duration_ms", time.Since(start).Milliseconds())
 	})
-}
-
-// chartCache keeps the charts for metricsTTL, so that refreshes and tabs
-// do not multiply CloudWatch requests.
-type chartCache struct {
-	mu     sync.Mutex
-	at     time.Time
-	charts Charts
 }
