@@ -82,6 +82,10 @@ func TestConsole_RefusesWhatItsSecurityRulesForbid(t *testing.T) {
 	status, body, _ = do(t, "GET", c.url+"/", "localhost"+c.url[strings.LastIndex(c.url, ":"):], nil, nil)
 	require.Equal(t, http.StatusOK, status, "localhost names the loopback console too")
 	require.Contains(t, body, `<meta http-equiv="refresh" content="60">`, "the overview reloads itself at the default rate")
+	require.NotContains(t, body, "unrouted-note", "dead letters tallied from a scan: every queue counted")
+	c = e.serve(t, func(cfg *console.Config) { cfg.DeadQueues = []string{"events.fifo", "(none)"} })
+	_, body, _ = do(t, "GET", c.url+"/", "", nil, nil)
+	require.Contains(t, body, "unrouted-note", "counted by route: the others are said to be left out")
 
 	for name, form := range map[string]url.Values{
 		"nothing selected":           {"csrf": {c.CSRF()}},
