@@ -46,9 +46,22 @@ $(TOOLS)/aws-lambda-rie:
 .PHONY: tools
 tools: $(TOOLS)/aws-lambda-rie ## Install the pinned Lambda Runtime Interface Emulator into bin/tools.
 
+# The console's browser tests (internal/console) drive a real headless
+# Chromium and fail without one: say so before a long run, not after it.
+CHROMIUM := $(firstword $(foreach b,chromium chromium-browser google-chrome google-chrome-stable,$(shell command -v $(b) 2>/dev/null)))
+
+.PHONY: chromium
+chromium: ## Check that Chromium is installed (the console's browser tests need it; Debian: apt-get install -y chromium).
+	@test -n "$(CHROMIUM)" || { echo "no Chromium found: the console's browser tests (internal/console) drive a real headless Chromium."; \
+		echo "Install it once, as root: apt-get update && apt-get install -y chromium   (.ci/run does this)"; exit 1; }
+
 .PHONY: test
-test: venv tools ## Run every test: unit tests and integration tests against a moto server the tests start.
+test: venv tools chromium ## Run every test: unit tests, integration tests against a moto server the tests start, the console in headless Chromium.
 	$(GO) test -count=1 -race -timeout 30m ./...
+
+.PHONY: screenshot
+screenshot: $(VENV)/.moto chromium ## Retake docs/console.png, the console screenshot the README shows (a test fails until it is retaken after the pages change).
+	OUTFLOW_SCREENSHOT=1 $(GO) test -count=1 -run '^TestBrowser_TheREADMEScreenshotIsOfTheCurrentPages$$' ./internal/console
 
 .PHONY: bench
 bench: venv tools ## Measure throughput, requests and WCU per message, memory, init, latency, refused writes, cost, and simulate capacity; writes docs/benchmarks.md, docs/capacity.md and docs/cost.md.

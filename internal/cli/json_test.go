@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/local"
+	"github.com/outflowhq/outflow/internal/operate"
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
@@ -53,10 +54,10 @@ func jsonKeys(t *testing.T, typ reflect.Type, path string, seen map[reflect.Type
 func TestOutputJSON_EveryCommandUsesSnakeCaseKeys(t *testing.T) {
 	t.Parallel()
 	outputs := map[string]any{
-		"dead list": []deadLetter{},
-		"dead show": shownRow{},
-		"dead bulk": bulkResult{},
-		"stats":     statsOutput{},
+		"dead list": []operate.DeadLetter{},
+		"dead show": operate.Row{},
+		"dead bulk": operate.Result{},
+		"stats":     operate.Report{},
 		"sweep":     telemetry.Summary{},
 		"enqueue":   enqueued{},
 		"local":     local.DemoReport{},
@@ -69,5 +70,5 @@ func TestOutputJSON_EveryCommandUsesSnakeCaseKeys(t *testing.T) {
 	}
 	// The history dead show prints, which once went out as At, Attempt
 	// and Message.
-	require.Subset(t, jsonKeys(t, reflect.TypeOf(attemptError{}), "errors", map[reflect.Type]bool{}), []string{"at", "attempt", "message", "unsure"})
+	require.Subset(t, jsonKeys(t, reflect.TypeOf(operate.AttemptError{}), "errors", map[reflect.Type]bool{}), []string{"at", "attempt", "message", "unsure"})
 }

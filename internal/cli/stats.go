@@ -12,7 +12,7 @@ import (
 
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
-	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/operate"
 )
 
 // statsFlags are the flags of outflow stats.
@@ -58,26 +58,11 @@ func (a *app) statsCommand() *cobra.Command {
 				return err
 			}
 			now := a.now()
-			blocks := func(d dynamo.DeadRef) bool { return outbox.DeadLetterBlocks(ordered, d.Link()) }
-			var st *dynamo.Stats
-			if f.exact {
-				st, err = op.Stats(cmd.Context(), now, blocks)
-			} else {
-				st, err = op.Count(cmd.Context(), now, dynamo.CountQuery{DeadQueues: deadQueues, Cap: f.cap})
-				if err == nil && f.blocked {
-					err = op.CountBlocked(cmd.Context(), blocks, st)
-				}
-			}
+			out, err := operate.Stats(cmd.Context(), op, now, operate.StatsQuery{Exact: f.exact, Blocked: f.blocked, DeadQueues: deadQueues, Cap: f.cap}, ordered)
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)
 			}
-			out := statsOutput{Stats: st}
-			if !st.OldestDue.IsZero() {
-				out.OldestDueAgeMs = now.Sub(st.OldestDue).Milliseconds()
-			}
-			if !st.OldestBlocked.IsZero() {
-				out.OldestBlockedAgeMs = max(0, now.Sub(st.OldestBlocked).Milliseconds())
-			}
+			st := out.Stats
 			return a.emit(out, func(w io.Writer) {
 				if st.Exact {
 					printExact(w, st)
@@ -102,14 +87,6 @@ func (a *app) statsCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.queues, "queues", "", "more queues whose dead letters to count, name,... (a queue with no route)")
 	a.orderedFlag(cmd)
 	return cmd
-}
-
-// statsOutput is what stats prints: the counts, and the ages of the
-// oldest due row and blocked head.
-type statsOutput struct {
-	*dynamo.Stats
-	OldestDueAgeMs     int64 `json:"oldest_due_age_ms"`
-	OldestBlockedAgeMs int64 `json:"oldest_blocked_age_ms"`
 }
 
 // deadQueues is the dead-index partitions stats counts: the route names,

@@ -427,6 +427,38 @@ func (o *Operator) Stats(ctx context.Context, now time.Time, blocks func(DeadRef
 // in proportion to them. Count leaves this out; outflow stats asks for it
 // with --blocked.
 func (o *Operator) CountBlocked(ctx context.Context, blocks func(DeadRef) bool, st *Stats) error {
+	heads, err := o.BlockedGroups(ctx, blocks)
+	if err != nil {
+		return err
+	}
+	st.BlockedCounted = true
+	st.BlockedGroups = len(heads)
+	if len(heads) > 0 {
+		st.OldestBlocked = heads[0].FailedAt
+	}
+	return nil
+}
+
+// blocked counts the groups the dead letters of FIFO routes block into st.
+func (o *Operator) blocked(ctx context.Context, ordered []DeadRef, blocks func(DeadRef) bool, st *Stats) error {
+	st.BlockedCounted = true
+	heads, err := o.heads(ctx, ordered, blocks)
+	if err != nil {
+		return err
+	}
+	st.BlockedGroups = len(heads)
+	for _, d := range heads {
+		if st.OldestBlocked.IsZero() || d.FailedAt.Before(st.OldestBlocked) {
+			st.OldestBlocked = d.FailedAt
+		}
+	}
+	return nil
+}
+
+// BlockedGroups returns the dead letter that holds each blocked ordered
+// group, as CountBlocked counts them (the first, by place, that blocks),
+// the longest dead first. It reads every dead letter of a FIFO route.
+func (o *Operator) BlockedGroups(ctx context.Context, blocks func(DeadRef) bool) ([]DeadRef, error) {
 	var ordered []DeadRef
 	err := o.EachDead(ctx, DeadQuery{}, func(d DeadRef) error {
 		if outbox.FIFORoute(d.Queue) {
@@ -435,20 +467,27 @@ func (o *Operator) CountBlocked(ctx context.Context, blocks func(DeadRef) bool, 
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return o.blocked(ctx, ordered, blocks, st)
+	heads, err := o.heads(ctx, ordered, blocks)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(heads, func(a, b DeadRef) int {
+		return cmp.Or(a.FailedAt.Compare(b.FailedAt), cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Group, b.Group))
+	})
+	return heads, nil
 }
 
-// blocked counts the groups the dead letters of FIFO routes block into st.
-func (o *Operator) blocked(ctx context.Context, ordered []DeadRef, blocks func(DeadRef) bool, st *Stats) error {
-	st.BlockedCounted = true
+// heads is the dead letter that holds each group the dead letters of FIFO
+// routes block, in no order.
+func (o *Operator) heads(ctx context.Context, ordered []DeadRef, blocks func(DeadRef) bool) ([]DeadRef, error) {
 	if len(ordered) == 0 {
-		return nil
+		return nil, nil
 	}
 	ordered, err := o.WithGroups(ctx, ordered)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A group is held by its first dead letter, by place, that blocks: under
 	// block, its earliest; under skip, one whose place cannot be read.
@@ -460,20 +499,17 @@ func (o *Operator) blocked(ctx context.Context, ordered []DeadRef, blocks func(D
 			groups[g] = append(groups[g], d)
 		}
 	}
+	var heads []DeadRef
 	for _, dead := range groups {
 		slices.SortFunc(dead, func(a, b DeadRef) int { return cmp.Compare(a.Seq, b.Seq) })
 		for _, d := range dead {
-			if !blocks(d) {
-				continue
+			if blocks(d) {
+				heads = append(heads, d)
+				break
 			}
-			st.BlockedGroups++
-			if st.OldestBlocked.IsZero() || d.FailedAt.Before(st.OldestBlocked) {
-				st.OldestBlocked = d.FailedAt
-			}
-			break
 		}
 	}
-	return nil
+	return heads, nil
 }
 
 // statuses reads the status of each key, 100 keys per request.

@@ -32,6 +32,9 @@ func TestTrackedFiles_RefusesBinariesLargeFilesAndNonScriptExecutables(t *testin
 		{"compiled binary", "", elf, 0o755, "tracked binary file: f"},
 		{"binary data", "", []byte("abc\x00def"), 0o644, "tracked binary file: f"},
 		{"binary with a name git would quote", "bïn ary", []byte("abc\x00def"), 0o644, "tracked binary file: bïn ary"},
+		{"a PNG in docs", "docs/shot.png", append([]byte("\x89PNG\r\n\x1a\n"), 0, 0, 0, 13), 0o644, ""},
+		{"a PNG elsewhere", "shot.png", append([]byte("\x89PNG\r\n\x1a\n"), 0, 0, 0, 13), 0o644, "tracked binary file: shot.png"},
+		{"binary data named .png in docs", "docs/fake.png", []byte("abc\x00def"), 0o644, "tracked binary file: docs/fake.png"},
 		{"text over 1 MiB", "", bytes.Repeat([]byte("a\n"), 1<<19+1), 0o644, "tracked file over 1 MiB: f"},
 		{"executable text that is not a script", "", []byte("not a script\n"), 0o755, "tracked executable that is not a script: f"},
 	}
@@ -41,6 +44,7 @@ func TestTrackedFiles_RefusesBinariesLargeFilesAndNonScriptExecutables(t *testin
 			dir := t.TempDir()
 			git(t, dir, "init", "-q")
 			name := cmp.Or(tc.file, "f")
+			require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, name), tc.content, tc.mode))
 			git(t, dir, "add", "--", name)
 			cmd := exec.Command("bash", script)

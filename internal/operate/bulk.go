@@ -1,0 +1,122 @@
+package operate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// Selection is the dead letters a bulk action takes when no keys are
+// named: those of Queue (empty: of every queue) that failed more than
+// OlderThan ago.
+type Selection struct {
+	Queue     string
+	OlderThan time.Duration
+}
+
+// EachKey calls fn with each key of the rows named: keys, if any, else
+// the dead letters sel selects that were dead at now, page by page as the
+// dead index is read, so that no list of them all is ever held.
+func EachKey(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, fn func(string) error) error {
+	if len(keys) > 0 {
+		for _, k := range keys {
+			if err := fn(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Only rows dead before the run began: a row redriven here that fails
+	// again comes back with a later failed_at, behind the scan's cursor,
+	// and would be taken again, and again (found by review 17c).
+	q := dynamo.DeadQuery{Queue: sel.Queue, Before: now}
+	if sel.OlderThan > 0 {
+		q.Before = q.Before.Add(-sel.OlderThan)
+	}
+	return op.EachDead(ctx, q, func(d dynamo.DeadRef) error { return fn(d.Key) })
+}
+
+// Result is what a redrive or purge did.
+type Result struct {
+	Action  string   `json:"action"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Done    int      `json:"done"`
+	Skipped int      `json:"skipped"`
+	Keys    []string `json:"keys,omitempty"`
+	// OlderThan is --older-than, when given: younger dead letters were
+	// not selected, and the report says so rather than let a 0 look like
+	// an empty table.
+	OlderThan string `json:"older_than,omitempty"`
+}
+
+// Apply runs act on every key each gives (8 at a time, as each reads
+// them), counting refused writes as skipped (the row was not a dead
+// letter), and calls step after each key, under a lock. The keys stream
+// from each to the workers: memory stays the same whatever their number.
+// An error reading the keys stops the run; errors of act do not.
+func Apply(ctx context.Context, action string, each func(fn func(string) error) error, act func(context.Context, string) error, step func()) (Result, error) {
+	res := Result{Action: action}
+	var mu sync.Mutex
+	var errs []error
+	keys := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for k := range keys {
+				err := act(ctx, k)
+				mu.Lock()
+				var conflict *outbox.ConflictError
+				switch {
+				case err == nil:
+					res.Done++
+				case errors.As(err, &conflict):
+					res.Skipped++
+				default:
+					errs = append(errs, err)
+				}
+				if step != nil {
+					step()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	err := each(func(k string) error {
+		select {
+		case keys <- k:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(keys)
+	wg.Wait()
+	if err != nil {
+		errs = append([]error{fmt.Errorf("read dead letters: %w", err)}, errs...)
+	}
+	return res, errors.Join(errs...)
+}
+
+// Redrive returns the rows named to pending with a fresh budget, due now:
+// the conditional write of dynamo.Store.Redrive, which moves only rows
+// still failed.
+func Redrive(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, step func()) (Result, error) {
+	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
+	return Apply(ctx, "redrive", each, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) }, step)
+}
+
+// Purge deletes the rows named that are failed: the conditional delete of
+// dynamo.Operator.Purge.
+func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, step func()) (Result, error) {
+	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
+	res, err := Apply(ctx, "purge", each, op.Purge, step)
+	if sel.OlderThan > 0 {
+		res.OlderThan = sel.OlderThan.String()
+	}
+	return res, err
+}

@@ -1,0 +1,76 @@
+package operate
+
+import (
+	"context"
+	"encoding/base64"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// AttemptError is one failed attempt of a row's error history.
+type AttemptError struct {
+	At      time.Time `json:"at"`
+	Attempt int       `json:"attempt"`
+	Message string    `json:"message"`
+	// Unsure says the attempt's outcome is unknown (outbox.AttemptError).
+	Unsure bool `json:"unsure"`
+}
+
+// Row is one row as an operator sees it: its state, group and place,
+// error history, and the payload only when asked for.
+type Row struct {
+	Key          string            `json:"key"`
+	Queue        string            `json:"queue"`
+	Status       outbox.Status     `json:"status"`
+	Attempts     int               `json:"attempts"`
+	Group        string            `json:"group,omitempty"`
+	Seq          int64             `json:"seq,omitempty"`
+	Prev         string            `json:"prev,omitempty"`
+	BlocksGroup  bool              `json:"blocks_group"`
+	Attributes   map[string]string `json:"attributes,omitempty"`
+	CreatedAt    time.Time         `json:"created_at,omitzero"`
+	DueAt        time.Time         `json:"due_at,omitzero"`
+	LeaseUntil   time.Time         `json:"lease_until,omitzero"`
+	FailedAt     time.Time         `json:"failed_at,omitzero"`
+	LastError    string            `json:"last_error,omitempty"`
+	Errors       []AttemptError    `json:"errors"`
+	PayloadBytes int               `json:"payload_bytes"`
+	Payload      *string           `json:"payload,omitempty"`
+	// Encoding is "base64" for a payload that is not UTF-8 text, else
+	// empty: the payload as text.
+	Encoding  string `json:"payload_encoding,omitempty"`
+	Malformed string `json:"malformed,omitempty"`
+}
+
+// Show reads the row with key: nil and no error when there is none. A
+// row that cannot be read whole is shown with what could be read and why
+// (Malformed). The payload is included only when payload is true.
+func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, ordered map[string]outbox.DeadHead) (*Row, error) {
+	row, derr := op.Get(ctx, key)
+	if row == nil {
+		return nil, derr
+	}
+	s := &Row{
+		Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq, Prev: row.Prev,
+		BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq}),
+		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
+		LastError: row.LastError, Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
+	}
+	for i, e := range row.Errors {
+		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure}
+	}
+	if derr != nil {
+		s.Malformed = derr.Error()
+	}
+	if payload {
+		text, enc := string(row.Payload), ""
+		if !utf8.Valid(row.Payload) {
+			text, enc = base64.StdEncoding.EncodeToString(row.Payload), "base64"
+		}
+		s.Payload, s.Encoding = &text, enc
+	}
+	return s, nil
+}
