@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,42 +26,6 @@ import (
 	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
-
-// sweeperStore tracks one sweep's claims and settles, to find the rows a
-// crash left mid-flight. A sweep that is to crash does so once it has made
-// crashAfter claims (0: never): by count, not by a timer, so a seed
-// decides where the crash falls.
-type sweeperStore struct {
-	outbox.Store
-	mu         sync.Mutex
-	claimed    map[string]bool
-	claims     int
-	crashAfter int
-	crash      context.CancelFunc
-}
-
-func (s *sweeperStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
-	row, err := s.Store.Claim(ctx, key, now, lease, max)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		s.claimed[key] = true
-	}
-	if s.claims++; s.claims == s.crashAfter {
-		s.crash()
-	}
-	return row, err
-}
-
-func (s *sweeperStore) Done(ctx context.Context, row outbox.Row, now time.Time) error {
-	err := s.Store.Done(ctx, row, now)
-	if err == nil {
-		s.mu.Lock()
-		delete(s.claimed, row.Key)
-		s.mu.Unlock()
-	}
-	return err
-}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -317,14 +280,14 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		var works []func()
 		for w, part := range sweepers {
 			sctx, cancel := context.WithCancel(ctx)
-			ss := &sweeperStore{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), claimed: map[string]bool{}, crash: cancel}
+			ss := &faults.Crasher{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), Crash: cancel}
 			e, err := outbox.New(sched.store(len(works), ss), sched.deliverer(len(works), sender), policy, opts...)
 			require.NoError(t, err)
 			if plan.Hit(faults.Crash, round, w) {
 				crashes.Add(1)
 				// Where the crash falls is a function of the seed: rng is
 				// not shared across goroutines.
-				ss.crashAfter = 1 + int((seed+uint64(round*3+w))%40)
+				ss.CrashAfter = 1 + int((seed+uint64(round*3+w))%40)
 			}
 			works = append(works, func() {
 				defer cancel()
@@ -333,11 +296,9 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 				refused.Add(int64(res.Conflicts))
 				released.Add(int64(res.Released))
 				if sctx.Err() != nil {
-					ss.mu.Lock()
-					for k := range ss.claimed {
+					for _, k := range ss.Claimed() {
 						plan.MarkDuplicateWindow(k) // it may have been sent before the crash
 					}
-					ss.mu.Unlock()
 				}
 			})
 		}
