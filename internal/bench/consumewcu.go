@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"time"
@@ -42,11 +43,13 @@ func ConsumeModes(ctx context.Context, endpoint string, n int) ([]ConsumeMode, e
 	if err != nil {
 		return nil, err
 	}
-	table := fmt.Sprintf("outflow-bench-consume-%d", n)
+	table := "outflow-bench-consume-" + strings.ToLower(rand.Text()[:10])
 	if err := consume.CreateTable(ctx, dynamodb.NewFromConfig(admin, noCRC), table); err != nil {
 		return nil, err
 	}
-	defer func() { _, _ = dynamodb.NewFromConfig(admin, noCRC).DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)}) }()
+	defer func() {
+		_, _ = dynamodb.NewFromConfig(admin, noCRC).DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	}()
 
 	effect := func(key string) *types.Update {
 		return &types.Update{
