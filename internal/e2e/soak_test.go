@@ -58,13 +58,6 @@ type clock struct{ ahead atomic.Int64 }
 func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
 func (c *clock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestSoak_EveryTransferIsAppliedOnceAndInOrder is the end-to-end soak.
 // A producer moves money: each transfer updates an account and stages
 // its outbox row in one TransactWriteItems. Outflow delivers under the
@@ -85,8 +78,8 @@ func envInt(name string, def int) int {
 // report.
 func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	t.Parallel()
-	rows := envInt("OUTFLOW_E2E_ROWS", 300)
-	seed := uint64(envInt("OUTFLOW_E2E_SEED", int(time.Now().UnixNano()%1_000_000_007)))
+	rows := awstest.EnvInt("OUTFLOW_E2E_ROWS", 300)
+	seed := uint64(awstest.EnvInt("OUTFLOW_E2E_SEED", int(time.Now().UnixNano()%1_000_000_007)))
 	t.Logf("end-to-end soak: %d rows, seed %d", rows, seed)
 	defer func() {
 		if t.Failed() {
@@ -287,7 +280,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		clk.Advance(10 * time.Second)
 		runRound(round, nil)
 		round++
-		if due = dueKeys(t, store, clk.Now().Add(time.Hour)); len(due) == 0 {
+		if due = awstest.DueKeys(t, store, clk.Now().Add(time.Hour)); len(due) == 0 {
 			break
 		}
 	}
@@ -634,24 +627,4 @@ func num(t *testing.T, v types.AttributeValue) int64 {
 	i, err := strconv.ParseInt(n.Value, 10, 64)
 	require.NoError(t, err)
 	return i
-}
-
-func dueKeys(t *testing.T, s *dynamo.Store, now time.Time) []string {
-	t.Helper()
-	var keys []string
-	for shard := range s.Shards() {
-		var after *outbox.DueRef
-		for {
-			refs, more, err := s.QueryDue(context.Background(), shard, now, after, 1000)
-			require.NoError(t, err)
-			for _, r := range refs {
-				keys = append(keys, r.Key)
-			}
-			if !more || len(refs) == 0 {
-				break
-			}
-			after = &refs[len(refs)-1]
-		}
-	}
-	return keys
 }

@@ -241,15 +241,13 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 	for _, s := range d.subs {
 		subsDone.Go(func() {
 			consumeSubscriber(subCtx, client, s, func(m sqstypes.Message, a arrival, err error, at time.Time) {
-				if err == nil {
-					consumer.apply(s.route, m)
-				}
 				if err != nil {
 					d.mu.Lock()
 					d.subErrs[fmt.Sprintf("%s (%s) → %s: %v", s.route, s.target.Kind, s.via(), err)] = true
 					d.mu.Unlock()
 					return
 				}
+				consumer.apply(s.route, m) // before it counts as arrived, as above
 				d.record(a.key, received{queue: s.route, attempt: a.attempt, at: at, traceParent: a.traceParent, source: a.source, detailType: a.detailType})
 			})
 		})

@@ -27,13 +27,6 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
 // FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
 // sweepers (two partitions and a whole sweep) and the wake under seeded
@@ -50,8 +43,8 @@ func envInt(name string, def int) int {
 // failure there fails again, the same way, on the same rows.
 func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	t.Parallel()
-	rows := envInt("OUTFLOW_SOAK_ROWS", 500)
-	seed := uint64(envInt("OUTFLOW_SOAK_SEED", int(time.Now().UnixNano()%1_000_000_007)))
+	rows := awstest.EnvInt("OUTFLOW_SOAK_ROWS", 500)
+	seed := uint64(awstest.EnvInt("OUTFLOW_SOAK_SEED", int(time.Now().UnixNano()%1_000_000_007)))
 	t.Run("concurrent", func(t *testing.T) {
 		t.Parallel()
 		soak(t, rows, seed, false)
@@ -366,7 +359,7 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		runRound(round, nil)
 		round++
 		firstDead = map[string]int{}
-		stuck = slices.DeleteFunc(dueKeys(t, store, clock.Now().Add(time.Hour)), blockedBehind)
+		stuck = slices.DeleteFunc(awstest.DueKeys(t, store, clock.Now().Add(time.Hour)), blockedBehind)
 		if len(stuck) == 0 {
 			drained = true
 			break
@@ -566,26 +559,6 @@ func formatReasons(m map[string]int) string {
 	}
 	sort.Strings(lines)
 	return "  dead letters by reason\n" + strings.Join(lines, "\n")
-}
-
-func dueKeys(t *testing.T, s *dynamo.Store, now time.Time) []string {
-	t.Helper()
-	var keys []string
-	for shard := range s.Shards() {
-		var after *outbox.DueRef
-		for {
-			refs, more, err := s.QueryDue(context.Background(), shard, now, after, 1000)
-			require.NoError(t, err)
-			for _, r := range refs {
-				keys = append(keys, r.Key)
-			}
-			if !more || len(refs) == 0 {
-				break
-			}
-			after = &refs[len(refs)-1]
-		}
-	}
-	return keys
 }
 
 func putNoPayload(t *testing.T, db *dynamodb.Client, table, key, queue string, now time.Time) {
