@@ -129,7 +129,7 @@ type ledger struct {
 	mu       sync.Mutex
 	attempts map[string]int
 	gaps     []gap
-	passed   []string // keys refused as ErrPassed: copies behind their group
+	passed   []string // copies refused as ErrPassed (behind their group), and why
 	problems []string
 }
 
@@ -228,7 +228,7 @@ func (l *ledger) apply(ctx context.Context, proc *process, in *consume.Inbox, m 
 			// Its group applied a later place: a reordering, or a copy
 			// sent after the group passed it. Neither may happen here.
 			l.mu.Lock()
-			l.passed = append(l.passed, m.Key)
+			l.passed = append(l.passed, fmt.Sprintf("%v (message %s, attempt %d, receive %d)", err, m.MessageID, m.Attempt, n))
 			l.mu.Unlock()
 			return err
 		}
