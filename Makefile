@@ -75,9 +75,17 @@ SOAK_ROWS ?= 20000
 SOAK_MODE ?= concurrent
 
 .PHONY: soak
-soak: venv ## The long soak: SOAK_ROWS rows (20000) under random faults; prints and saves its report (SOAK_SEED= runs a seed; SOAK_MODE=scheduled replays one exactly).
+soak: soak-outbox soak-e2e ## Both long soaks: Outflow's own (soak-outbox) and the end-to-end one (soak-e2e).
+
+.PHONY: soak-outbox
+soak-outbox: venv ## The long soak: SOAK_ROWS rows (20000) under random faults; prints and saves its report (SOAK_SEED= runs a seed; SOAK_MODE=scheduled replays one exactly).
 	OUTFLOW_SOAK_ROWS=$(SOAK_ROWS) OUTFLOW_SOAK_SEED=$(SOAK_SEED) OUTFLOW_SOAK_REPORT=$(abspath docs/soak-report.txt) \
 		$(GO) test -count=1 -run '^TestSoak_InvariantsHoldUnderFaults$$/^$(SOAK_MODE)$$' -timeout 90m -v ./internal/outbox
+
+.PHONY: soak-e2e
+soak-e2e: venv ## The end-to-end soak: SOAK_ROWS transfers (20000) from the producer's transaction through Outflow to a consumer's ledger (package consume), under faults; saves docs/soak-e2e-report.txt (SOAK_SEED= runs a seed).
+	OUTFLOW_E2E_ROWS=$(SOAK_ROWS) OUTFLOW_E2E_SEED=$(SOAK_SEED) OUTFLOW_E2E_REPORT=$(abspath docs/soak-e2e-report.txt) \
+		$(GO) test -count=1 -run '^TestSoak_EveryTransferIsAppliedOnceAndInOrder$$' -timeout 120m -v ./internal/e2e
 
 SOAK_RUNS ?= 20
 

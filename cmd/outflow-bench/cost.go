@@ -44,8 +44,10 @@ func runOnly(part, out string, n sizes) error {
 		return runCostOnly(out, n, flagCostSizes())
 	case "quiet":
 		return runQuietOnly(flagCostSizes())
+	case "consume":
+		return runConsumeOnly(out, *consumeMessages)
 	}
-	return fmt.Errorf("-only %q: the parts are cost and quiet", part)
+	return fmt.Errorf("-only %q: the parts are cost, quiet and consume", part)
 }
 
 // costSizes are the row counts of the cost part's own runs.

@@ -172,6 +172,11 @@ func run(out string, n sizes, capKeep string) error {
 	if err != nil {
 		return err
 	}
+	logf("consume: write units per message by mode")
+	consumeModes, err := bench.ConsumeModes(ctx, srv.URL, *consumeMessages)
+	if err != nil {
+		return err
+	}
 
 	// Ordered groups against moto, and under the latency fakes.
 	logf("moto: draining %d ordered rows, in groups of 1 and of 5", n.ordered)
@@ -308,6 +313,7 @@ func run(out string, n sizes, capKeep string) error {
 	w("| a claim that moves the due-index key (to the lease end) | %.2f |", wcuMoving)
 	w("")
 	writeTargets(w, targets)
+	writeConsume(w, *consumeMessages, consumeModes)
 	logf("cost: refused writes under live traffic, the wake's usage, dollars per message")
 	perMillion, err := writeCost(ctx, out, srv.URL, eng, nv, flagCostSizes(), time.Now(), "`make bench`", "the drains of")
 	if err != nil {

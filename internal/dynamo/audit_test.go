@@ -131,7 +131,7 @@ func TestAudit_MovesEveryStrayRowToItsKeysShardAndNoOther(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, writes, "one move per stray row and the audit's own item; no valid row written")
 	// Each is now where the sweep looks, and claimable.
-	due := dueKeys(t, st, t0)
+	due := awstest.DueKeys(t, st, t0)
 	for key := range strays {
 		require.Contains(t, due, key)
 		claim(t, st, key, t0)
@@ -243,7 +243,7 @@ func TestAudit_DeadLettersAStrayRowItCannotMove(t *testing.T) {
 	require.Equal(t, outbox.StatusFailed, got.Status)
 	require.Equal(t, "item too large: move to its shard", got.LastError)
 	require.Contains(t, deadKeys(t, st, "orders"), "too-big")
-	require.NotContains(t, dueKeys(t, st, t0), "too-big")
+	require.NotContains(t, awstest.DueKeys(t, st, t0), "too-big")
 }
 
 func TestAudit_LeavesARowThatChangedSinceTheScan(t *testing.T) {

@@ -76,7 +76,7 @@ func TestStore_ClaimRefusesAndQuarantineTakesEveryMalformedShape(t *testing.T) {
 		require.Equal(t, outbox.StatusFailed, got.Status, tt.name)
 		require.Contains(t, got.LastError, tt.reason, tt.name)
 	}
-	require.Empty(t, dueKeys(t, st, t0.Add(lease*10)), "every malformed item left the due index")
+	require.Empty(t, awstest.DueKeys(t, st, t0.Add(lease*10)), "every malformed item left the due index")
 	require.Len(t, deadKeys(t, st, "(none)"), len(tests))
 }
 
@@ -174,7 +174,7 @@ func TestStore_ClaimDynamoDBRefusesDeadLettersTheRow(t *testing.T) {
 		require.Equal(t, outbox.StatusFailed, got.Status, tt.name)
 		require.Contains(t, got.LastError, "claim refused: Number overflow", tt.name)
 	}
-	require.Empty(t, dueKeys(t, st, t0.Add(lease*10)), "no refused row is left in the due index")
+	require.Empty(t, awstest.DueKeys(t, st, t0.Add(lease*10)), "no refused row is left in the due index")
 	require.Len(t, deadKeys(t, st, "orders"), len(tests))
 }
 

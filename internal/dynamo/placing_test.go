@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
 )
 
 // placementShapes are items a producer in another language may write: a
@@ -91,7 +93,7 @@ func TestRedrive_TakesAFailedRowWhateverItsSeqAndGroup(t *testing.T) {
 			sh, err := strconv.Atoi(shardOfItem(t, st, "dead"))
 			require.NoError(t, err)
 			require.True(t, sh >= 0 && sh < st.Shards())
-			require.Contains(t, dueKeys(t, st, t0), "dead")
+			require.Contains(t, awstest.DueKeys(t, st, t0), "dead")
 		})
 	}
 }

@@ -161,7 +161,7 @@ func TestStore_DoneWithRetentionKeepsRowOutOfDueIndex(t *testing.T) {
 	stage(t, s, "k")
 	require.NoError(t, s.Done(ctx, claim(t, s, "k", t0), t0))
 	require.Equal(t, outbox.StatusDone, get(t, s, "k").Status)
-	refs := dueKeys(t, s, t0.Add(time.Hour))
+	refs := awstest.DueKeys(t, s, t0.Add(time.Hour))
 	require.Empty(t, refs)
 
 	out, err := awstest.DynamoDB(t).GetItem(ctx, &dynamodb.GetItemInput{
@@ -203,7 +203,7 @@ func TestStore_ReleaseRestoresTheAttempt(t *testing.T) {
 	require.Equal(t, outbox.StatusPending, got.Status)
 	require.Equal(t, 0, got.Attempt)
 	require.Equal(t, t0, got.DueAt)
-	require.Equal(t, []string{"k"}, dueKeys(t, s, t0))
+	require.Equal(t, []string{"k"}, awstest.DueKeys(t, s, t0))
 }
 
 func TestStore_DeadLetterAndRedrive(t *testing.T) {
@@ -221,7 +221,7 @@ func TestStore_DeadLetterAndRedrive(t *testing.T) {
 	require.Equal(t, outbox.StatusFailed, got.Status)
 	require.Equal(t, t0, got.FailedAt)
 	require.Equal(t, hist, got.Errors)
-	require.Empty(t, dueKeys(t, s, t0.Add(time.Hour)), "a failed row leaves the due index")
+	require.Empty(t, awstest.DueKeys(t, s, t0.Add(time.Hour)), "a failed row leaves the due index")
 	require.Equal(t, []string{"k"}, deadKeys(t, s, "orders"))
 
 	later := t0.Add(time.Hour)
@@ -232,7 +232,7 @@ func TestStore_DeadLetterAndRedrive(t *testing.T) {
 	require.Equal(t, later, got.DueAt)
 	require.Equal(t, hist, got.Errors, "history survives a redrive")
 	require.Empty(t, deadKeys(t, s, "orders"))
-	require.Equal(t, []string{"k"}, dueKeys(t, s, later))
+	require.Equal(t, []string{"k"}, awstest.DueKeys(t, s, later))
 	requireConflict(t, s.Redrive(ctx, "k", later))
 }
 
@@ -325,7 +325,7 @@ func TestStore_QuarantineTouchesOnlyUnreadableItems(t *testing.T) {
 	require.NotEmpty(t, c.Malformed)
 
 	require.NoError(t, s.Quarantine(ctx, "bad", t0, "malformed: "+c.Malformed))
-	require.Equal(t, []string{"good"}, dueKeys(t, s, t0.Add(time.Hour)), "the quarantined item left the due index")
+	require.Equal(t, []string{"good"}, awstest.DueKeys(t, s, t0.Add(time.Hour)), "the quarantined item left the due index")
 	require.Equal(t, []string{"bad"}, deadKeys(t, s, "(none)"))
 }
 
@@ -354,19 +354,6 @@ func TestStore_ClaimOfMalformedContentKeepsClaimWithReason(t *testing.T) {
 	require.ErrorIs(t, err, dynamo.ErrMalformed, "Get still reports what is wrong")
 	require.Equal(t, outbox.StatusFailed, got.Status)
 	require.Equal(t, row.Malformed, got.LastError)
-}
-
-func dueKeys(t *testing.T, s *dynamo.Store, now time.Time) []string {
-	t.Helper()
-	var keys []string
-	for shard := range s.Shards() {
-		refs, _, err := s.QueryDue(context.Background(), shard, now, nil, 1000)
-		require.NoError(t, err)
-		for _, r := range refs {
-			keys = append(keys, r.Key)
-		}
-	}
-	return keys
 }
 
 func deadKeys(t *testing.T, s *dynamo.Store, queue string) []string {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -80,6 +81,9 @@ type DemoReport struct {
 	// TraceParents counts the delivered rows whose first arrival carried
 	// the traceparent they were staged with.
 	TraceParents int `json:"trace_parents"`
+	// EffectsOnce counts the delivered rows whose effect the demo's
+	// consumer (package consume's Inbox) applied exactly once.
+	EffectsOnce int `json:"effects_applied_once"`
 	// Subscribers are the consumer's queues behind the SNS and EventBridge
 	// routes, one line each.
 	Subscribers []SubscriberReport `json:"subscribers"`
@@ -123,6 +127,8 @@ type Demo struct {
 	// subErrs the reasons any of their messages could not be read.
 	subs    []subscriber
 	subErrs map[string]bool
+	// consumer applies what arrives, once Run has made its table.
+	consumer atomic.Pointer[effects]
 }
 
 type stagedRow struct {
@@ -166,6 +172,11 @@ func NewDemo(opts Options) (Options, *Demo) {
 	opts.OnMessage = func(queue string, m sqstypes.Message, at time.Time) {
 		key := aws.ToString(m.MessageAttributes[delivery.AttrKey].StringValue)
 		attempt, _ := strconv.Atoi(aws.ToString(m.MessageAttributes[delivery.AttrAttempt].StringValue))
+		// Applied before it counts as arrived: once every row arrived,
+		// every effect is in.
+		if e := d.consumer.Load(); e != nil {
+			e.apply(queue, m)
+		}
 		d.record(key, received{queue: queue, attempt: attempt, at: at, traceParent: aws.ToString(m.MessageAttributes[outbox.AttrTraceParent].StringValue)})
 	}
 	opts.OnSweep = func(s telemetry.Summary) {
@@ -222,15 +233,21 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 	var subsDone sync.WaitGroup
 	defer func() { stopSubs(); subsDone.Wait() }()
 	client := sqs.NewFromConfig(r.AWS)
+	consumer, err := newEffects(ctx, db, r.Stack.Prefix)
+	if err != nil {
+		return DemoReport{}, err
+	}
+	d.consumer.Store(consumer)
 	for _, s := range d.subs {
 		subsDone.Go(func() {
-			consumeSubscriber(subCtx, client, s, func(a arrival, err error, at time.Time) {
+			consumeSubscriber(subCtx, client, s, func(m sqstypes.Message, a arrival, err error, at time.Time) {
 				if err != nil {
 					d.mu.Lock()
 					d.subErrs[fmt.Sprintf("%s (%s) → %s: %v", s.route, s.target.Kind, s.via(), err)] = true
 					d.mu.Unlock()
 					return
 				}
+				consumer.apply(s.route, m) // before it counts as arrived, as above
 				d.record(a.key, received{queue: s.route, attempt: a.attempt, at: at, traceParent: a.traceParent, source: a.source, detailType: a.detailType})
 			})
 		})
@@ -336,7 +353,31 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 	}
 	// Let the consumers catch any duplicate still in flight.
 	time.Sleep(500 * time.Millisecond)
-	return d.report(dead, time.Since(start)), ctx.Err()
+	rep := d.report(dead, time.Since(start))
+	once, problems, err := consumer.once(ctx, d.deliveredKeys())
+	if err != nil {
+		return rep, err
+	}
+	rep.EffectsOnce = once
+	if len(problems) > 0 {
+		rep.Problems = append(rep.Problems, problems...)
+		slices.Sort(rep.Problems)
+	}
+	return rep, ctx.Err()
+}
+
+// deliveredKeys are the keys of the rows that arrived and were meant to.
+func (d *Demo) deliveredKeys() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var keys []string
+	for k := range d.received {
+		if d.staged[k].deliver {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func (d *Demo) deliveredCount() int {
@@ -510,6 +551,7 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 		}
 	}
 	fmt.Fprintf(w, "traceparent arrived as staged: %d/%d delivered rows\n", rep.TraceParents, rep.Delivered)
+	fmt.Fprintf(w, "effects applied once: %d/%d (consumed with package consume: the effect and its inbox item in one transaction)\n", rep.EffectsOnce, rep.Delivered)
 	if parts := slices.Sorted(maps.Keys(rep.Sweeps)); len(parts) > 1 || (len(parts) == 1 && parts[0] != "") {
 		var counts []string
 		for _, p := range parts {

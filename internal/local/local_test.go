@@ -47,6 +47,7 @@ func TestDemo_SummaryMatchesWhatWasStaged(t *testing.T) {
 		{Route: "domain", Kind: "EventBridge", Via: "rule → queue", Delivered: 1, TraceParents: 1},
 	}, rep.Subscribers)
 	require.Equal(t, rep.Delivered, rep.TraceParents, "every delivered row arrived with the traceparent it was staged with")
+	require.Equal(t, rep.Delivered, rep.EffectsOnce, "the consumer applied every delivered row's effect once")
 	// A row with no route spends its budget, as a broken target's does.
 	require.Equal(t, local.QueueReport{Staged: 1, Retried: 2, DeadLettered: 1}, *rep.Queues["payments"])
 	require.Equal(t, local.QueueReport{Staged: 1, Retried: 2, DeadLettered: 1}, *rep.Queues[local.DemoBrokenRoute])

@@ -453,6 +453,8 @@ func (r *Runner) consume(ctx context.Context, name, url string) error {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
 			MessageAttributeNames: []string{"All"},
+			// The group, for the demo's consumer to apply ordered rows.
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameMessageGroupId},
 		})
 		if err != nil {
 			if ctx.Err() != nil {

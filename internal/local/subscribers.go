@@ -165,15 +165,17 @@ func (s subscriber) read(m sqstypes.Message) (arrival, error) {
 }
 
 // consumeSubscriber receives from a subscriber queue until ctx ends,
-// handing each arrival (or the reason it cannot be read) to got.
-func consumeSubscriber(ctx context.Context, client *sqs.Client, s subscriber, got func(arrival, error, time.Time)) {
+// handing each message and its arrival (or the reason it cannot be read)
+// to got before deleting it.
+func consumeSubscriber(ctx context.Context, client *sqs.Client, s subscriber, got func(sqstypes.Message, arrival, error, time.Time)) {
 	for ctx.Err() == nil {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameMessageGroupId},
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				got(arrival{}, fmt.Errorf("receive: %w", err), time.Now())
+				got(sqstypes.Message{}, arrival{}, fmt.Errorf("receive: %w", err), time.Now())
 				time.Sleep(time.Second)
 			}
 			continue
@@ -181,7 +183,7 @@ func consumeSubscriber(ctx context.Context, client *sqs.Client, s subscriber, go
 		at := time.Now()
 		for _, m := range out.Messages {
 			a, err := s.read(m)
-			got(a, err, at)
+			got(m, a, err, at)
 			_, _ = client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.ReceiptHandle})
 		}
 	}

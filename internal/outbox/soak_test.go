@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,49 +27,6 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// sweeperStore tracks one sweep's claims and settles, to find the rows a
-// crash left mid-flight. A sweep that is to crash does so once it has made
-// crashAfter claims (0: never): by count, not by a timer, so a seed
-// decides where the crash falls.
-type sweeperStore struct {
-	outbox.Store
-	mu         sync.Mutex
-	claimed    map[string]bool
-	claims     int
-	crashAfter int
-	crash      context.CancelFunc
-}
-
-func (s *sweeperStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, max int) (outbox.Row, error) {
-	row, err := s.Store.Claim(ctx, key, now, lease, max)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		s.claimed[key] = true
-	}
-	if s.claims++; s.claims == s.crashAfter {
-		s.crash()
-	}
-	return row, err
-}
-
-func (s *sweeperStore) Done(ctx context.Context, row outbox.Row, now time.Time) error {
-	err := s.Store.Done(ctx, row, now)
-	if err == nil {
-		s.mu.Lock()
-		delete(s.claimed, row.Key)
-		s.mu.Unlock()
-	}
-	return err
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestSoak_InvariantsHoldUnderFaults stages rows across four queues (one
 // FIFO), an SNS topic and an EventBridge bus, plus bad input, runs three
 // sweepers (two partitions and a whole sweep) and the wake under seeded
@@ -87,8 +43,8 @@ func envInt(name string, def int) int {
 // failure there fails again, the same way, on the same rows.
 func TestSoak_InvariantsHoldUnderFaults(t *testing.T) {
 	t.Parallel()
-	rows := envInt("OUTFLOW_SOAK_ROWS", 500)
-	seed := uint64(envInt("OUTFLOW_SOAK_SEED", int(time.Now().UnixNano()%1_000_000_007)))
+	rows := awstest.EnvInt("OUTFLOW_SOAK_ROWS", 500)
+	seed := uint64(awstest.EnvInt("OUTFLOW_SOAK_SEED", int(time.Now().UnixNano()%1_000_000_007)))
 	t.Run("concurrent", func(t *testing.T) {
 		t.Parallel()
 		soak(t, rows, seed, false)
@@ -317,14 +273,14 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		var works []func()
 		for w, part := range sweepers {
 			sctx, cancel := context.WithCancel(ctx)
-			ss := &sweeperStore{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), claimed: map[string]bool{}, crash: cancel}
+			ss := &faults.Crasher{Store: stalls.Store(faults.Store{Store: real, Plan: plan}), Crash: cancel}
 			e, err := outbox.New(sched.store(len(works), ss), sched.deliverer(len(works), sender), policy, opts...)
 			require.NoError(t, err)
 			if plan.Hit(faults.Crash, round, w) {
 				crashes.Add(1)
 				// Where the crash falls is a function of the seed: rng is
 				// not shared across goroutines.
-				ss.crashAfter = 1 + int((seed+uint64(round*3+w))%40)
+				ss.CrashAfter = 1 + int((seed+uint64(round*3+w))%40)
 			}
 			works = append(works, func() {
 				defer cancel()
@@ -333,11 +289,9 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 				refused.Add(int64(res.Conflicts))
 				released.Add(int64(res.Released))
 				if sctx.Err() != nil {
-					ss.mu.Lock()
-					for k := range ss.claimed {
+					for _, k := range ss.Claimed() {
 						plan.MarkDuplicateWindow(k) // it may have been sent before the crash
 					}
-					ss.mu.Unlock()
 				}
 			})
 		}
@@ -405,7 +359,7 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		runRound(round, nil)
 		round++
 		firstDead = map[string]int{}
-		stuck = slices.DeleteFunc(dueKeys(t, store, clock.Now().Add(time.Hour)), blockedBehind)
+		stuck = slices.DeleteFunc(awstest.DueKeys(t, store, clock.Now().Add(time.Hour)), blockedBehind)
 		if len(stuck) == 0 {
 			drained = true
 			break
@@ -605,26 +559,6 @@ func formatReasons(m map[string]int) string {
 	}
 	sort.Strings(lines)
 	return "  dead letters by reason\n" + strings.Join(lines, "\n")
-}
-
-func dueKeys(t *testing.T, s *dynamo.Store, now time.Time) []string {
-	t.Helper()
-	var keys []string
-	for shard := range s.Shards() {
-		var after *outbox.DueRef
-		for {
-			refs, more, err := s.QueryDue(context.Background(), shard, now, after, 1000)
-			require.NoError(t, err)
-			for _, r := range refs {
-				keys = append(keys, r.Key)
-			}
-			if !more || len(refs) == 0 {
-				break
-			}
-			after = &refs[len(refs)-1]
-		}
-	}
-	return keys
 }
 
 func putNoPayload(t *testing.T, db *dynamodb.Client, table, key, queue string, now time.Time) {
