@@ -167,11 +167,16 @@ func TestWakeUnclaimed_ASweepClaimBetweenSendAndSettleWins(t *testing.T) {
 		sweepErr  error
 		wantState outbox.Status // "" if gone
 		wakeErr   error
+		// crash ends the sweep after its send, before its settle: its
+		// claim is still held at the wake's settle.
+		crash bool
 	}{
-		{"the sweep delivers it", nil, "", nil},
-		{"the sweep's send fails: its retry stands", errors.New("injected: throttled"), outbox.StatusPending, nil},
-		{"the sweep's send fails and the wake's too: the sweep's retry stands", errors.New("injected: throttled"), outbox.StatusPending, errors.New("injected: reset")},
-		{"the sweep's send fails for good: its dead letter stands", outbox.Permanent(errors.New("injected: refused")), outbox.StatusFailed, errors.New("injected: reset")},
+		{"the sweep delivers it", nil, "", nil, false},
+		{"the sweep's attempt is in flight", nil, outbox.StatusClaimed, nil, true},
+		{"the sweep's attempt is in flight and the wake's send fails", nil, outbox.StatusClaimed, errors.New("injected: reset"), true},
+		{"the sweep's send fails: its retry stands", errors.New("injected: throttled"), outbox.StatusPending, nil, false},
+		{"the sweep's send fails and the wake's too: the sweep's retry stands", errors.New("injected: throttled"), outbox.StatusPending, errors.New("injected: reset"), false},
+		{"the sweep's send fails for good: its dead letter stands", outbox.Permanent(errors.New("injected: refused")), outbox.StatusFailed, errors.New("injected: reset"), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,7 +187,13 @@ func TestWakeUnclaimed_ASweepClaimBetweenSendAndSettleWins(t *testing.T) {
 			h.stage(t, outbox.Row{Key: "k", Queue: "orders", Payload: []byte(`{}`)})
 			ref := h.imageRef(t, "k")
 			sweepSends := newAccepted(faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return tc.sweepErr }})
-			sweep := h.engine(t, p, sweepSends)
+			sweepCtx, crash := context.WithCancel(ctx)
+			defer crash()
+			var sweepDeliverer outbox.Deliverer = sweepSends
+			if tc.crash {
+				sweepDeliverer = crashing{next: sweepSends, crash: crash}
+			}
+			sweep := h.engine(t, p, sweepDeliverer)
 			var swept outbox.Result
 			var sweepErr error
 			wakeSends := newAccepted(faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return tc.wakeErr }})
@@ -190,7 +201,10 @@ func TestWakeUnclaimed_ASweepClaimBetweenSendAndSettleWins(t *testing.T) {
 				// The wake's send is slow: the grace passes and a sweep
 				// claims, sends and settles the row meanwhile.
 				h.clock.Advance(p.WakeGrace)
-				swept, sweepErr = sweep.Sweep(ctx)
+				swept, sweepErr = sweep.Sweep(sweepCtx)
+				if tc.crash {
+					sweepErr = nil // the crash's own error
+				}
 			}
 			res, err := h.engine(t, p, wakeSends).DeliverRefs(ctx, []outbox.DueRef{ref})
 			require.NoError(t, err)
@@ -208,6 +222,10 @@ func TestWakeUnclaimed_ASweepClaimBetweenSendAndSettleWins(t *testing.T) {
 			require.NotNil(t, got, "the wake's settle did not touch the sweep's attempt")
 			require.Equal(t, tc.wantState, got.Status)
 			require.Equal(t, 1, got.Attempt, "the sweep's attempt, not overwritten by the wake's")
+			if tc.crash {
+				require.Empty(t, got.Errors, "the wake's failure did not overwrite the claim")
+				return
+			}
 			require.Contains(t, got.LastError, "injected: ")
 			require.NotContains(t, got.LastError, "reset", "the history is the sweep's")
 		})
