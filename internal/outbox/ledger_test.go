@@ -47,7 +47,7 @@ type ledger struct {
 	// unclaimed holds the seq of each hand-over of a row the wake sent
 	// without a claim, by key.
 	unclaimed map[string][]int
-	bad    []string // violations seen as they happened
+	bad       []string // violations seen as they happened
 	// keys serializes each key's writes with their records (a *sync.Mutex
 	// per key), so the ledger's order of a row's transitions is the
 	// table's: a release makes the row claimable at once, and without it
