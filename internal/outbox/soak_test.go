@@ -189,12 +189,7 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		}
 	}}
 	sender := stalls.Deliverer(handOver{next: router, l: led, ordered: policy.Ordered})
-	// The sweeps leave rows to the wake for two rounds: the wake sends the
-	// unordered rows of its first two waves without a claim (from their
-	// images), and claims those of the later waves, which a sweep may have
-	// taken already. A stall jumps the clock past the grace, so a sweep
-	// may claim a row while the wake sends it unclaimed.
-	policy.WakeGrace = 2 * time.Second
+	policy.WakeGrace = 0
 	policy.PageSize = 250
 	policy.Concurrency = 8
 	policy.RowBudget = max(400, rows/20)
@@ -210,6 +205,14 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		policy.HeadWait, policy.Jitter = 0, 0
 		opts = append(opts, outbox.WithSerial())
 	}
+	// The wake sends the unordered rows of its first two waves without a
+	// claim (from their images; a grace of 2 s of the soak's clock), and
+	// claims those of the later waves. The sweeps leave it nothing (no
+	// grace): they race it for every row, so a sweep often claims a row
+	// while the wake sends it unclaimed, the race its settle's condition
+	// must lose.
+	wakePolicy := policy
+	wakePolicy.WakeGrace = 2 * time.Second
 
 	// Stage: good rows on four queues, the topic and the bus, and bad
 	// input — an unknown route, a FIFO row with no group, an event whose
@@ -352,7 +355,7 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 			})
 		}
 		if len(wake) > 0 {
-			e, err := outbox.New(sched.store(len(works), stalls.Store(faults.Store{Store: real, Plan: plan})), sched.deliverer(len(works), sender), policy, opts...)
+			e, err := outbox.New(sched.store(len(works), stalls.Store(faults.Store{Store: real, Plan: plan})), sched.deliverer(len(works), sender), wakePolicy, opts...)
 			require.NoError(t, err)
 			works = append(works, func() {
 				res, _ := e.DeliverRefs(ctx, wake)
