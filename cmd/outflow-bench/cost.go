@@ -25,7 +25,7 @@ const lambdaMemoryMB = 256
 // The cost part's flags, here rather than in main so the parts stay apart,
 // and -only, which names any part.
 var (
-	only      = flag.String("only", "", "run one part alone: targets (requests per message to SQS, SNS and EventBridge, spliced into docs/benchmarks.md), capacity (the capacity model, written to docs/capacity.md), operators (stats, dead list, redrive and purge at many dead letters, written to docs/capacity-operators.md, which capacity.md includes), memory (peak heap over backlogs of 10k, 100k and 1M rows, spliced into docs/benchmarks.md), cost (refused writes and cost per message, written to docs/cost.md) or quiet (refused writes only, printed)")
+	only      = flag.String("only", "", "run one part alone: targets (requests per message to SQS, SNS and EventBridge, spliced into docs/benchmarks.md), capacity (the capacity model, written to docs/capacity.md), operators (stats, dead list, redrive and purge at many dead letters, written to docs/capacity-operators.md, which capacity.md includes), memory (peak heap over backlogs of 10k, 100k and 1M rows, spliced into docs/benchmarks.md), cost (refused writes and cost per message, written to docs/cost.md), quiet (refused writes only, printed) or wakepath (write units per wake-delivered message, claim-free and claimed, printed)")
 	quietRows = flag.Int("quiet-rows", 600, "rows staged in each refused-writes run")
 	wakeRows  = flag.Int("wake-rows", 600, "rows the wake alone delivers for the cost model")
 	stageFor  = flag.Duration("stage-for", 60*time.Second, "how long producers stage in the refused-writes and wake runs")
@@ -46,8 +46,10 @@ func runOnly(part, out string, n sizes) error {
 		return runQuietOnly(flagCostSizes())
 	case "consume":
 		return runConsumeOnly(out, *consumeMessages)
+	case "wakepath":
+		return runWakePathOnly(wakePathRows)
 	}
-	return fmt.Errorf("-only %q: the parts are cost, quiet and consume", part)
+	return fmt.Errorf("-only %q: the parts are cost, quiet, consume and wakepath", part)
 }
 
 // costSizes are the row counts of the cost part's own runs.

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,7 +26,7 @@ type Requests struct {
 }
 
 type write struct {
-	kind string // stage, group, claim, done, retry, fail, release, other
+	kind string // stage, group, claim, done, settle (unclaimed done), retry, fail, release, other
 	key  string
 	// tx marks a write made inside TransactWriteItems, which DynamoDB
 	// bills twice (prepare and commit).
@@ -60,7 +62,13 @@ func (r *Requests) record(op string, params any) {
 	case *dynamodb.UpdateItemInput:
 		r.writes = append(r.writes, write{kind: updateKind(in), key: keyOf(in.Key)})
 	case *dynamodb.DeleteItemInput:
-		r.writes = append(r.writes, write{kind: "done", key: keyOf(in.Key)})
+		kind := "done"
+		if slices.Contains(slices.Collect(maps.Values(in.ExpressionAttributeNames)), "claimed_at") {
+			// The wake's settle of a row it sent unclaimed: its condition
+			// is that no claim ever wrote the row.
+			kind = "settle"
+		}
+		r.writes = append(r.writes, write{kind: kind, key: keyOf(in.Key)})
 	case *dynamodb.TransactWriteItemsInput:
 		// An ordered row's staging: the row's put and its group item's
 		// update (the group item's size is its key and what the update
@@ -123,6 +131,18 @@ func (r *Requests) Count(op string) int {
 	return r.counts[op]
 }
 
+// Writes counts the recorded writes by kind: stage, claim, done, settle
+// (the wake's done of a row it sent unclaimed) and the others.
+func (r *Requests) Writes() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, w := range r.writes {
+		out[w.kind]++
+	}
+	return out
+}
+
 // Total returns the requests made of a service, optionally only writes.
 func (r *Requests) Total(service string, writesOnly bool) int {
 	r.mu.Lock()
@@ -148,11 +168,11 @@ const claimBytes = 120
 // IndexWrites is what each transition costs in index writes (one write
 // unit each, the projections being small): the table in
 // docs/architecture.md, where a claim moves no index key.
-var IndexWrites = map[string]int{"stage": 1, "group": 0, "claim": 0, "done": 1, "retry": 2, "fail": 2, "release": 0, "other": 0}
+var IndexWrites = map[string]int{"stage": 1, "group": 0, "claim": 0, "done": 1, "settle": 1, "retry": 2, "fail": 2, "release": 0, "other": 0}
 
 // MovingClaimIndexWrites is the same for a design whose claim moves the
 // row's due-index key (to its lease end): a delete and a put per claim.
-var MovingClaimIndexWrites = map[string]int{"stage": 1, "group": 0, "claim": 2, "done": 1, "retry": 2, "fail": 2, "release": 2, "other": 0}
+var MovingClaimIndexWrites = map[string]int{"stage": 1, "group": 0, "claim": 2, "done": 1, "settle": 1, "retry": 2, "fail": 2, "release": 2, "other": 0}
 
 // WCU is the write capacity the recorded writes consumed, by DynamoDB's
 // rules: each table write costs ceil(item size / 1 KB) units (the item's
@@ -167,7 +187,7 @@ func (r *Requests) WCU(index map[string]int) float64 {
 	total := 0.0
 	for _, w := range r.writes {
 		size := r.sizes[w.key]
-		if w.kind != "stage" && w.kind != "group" {
+		if w.kind != "stage" && w.kind != "group" && w.kind != "settle" {
 			size += claimBytes
 		}
 		units := math.Ceil(float64(max(size, 1)) / 1024)

@@ -50,6 +50,10 @@ type StreamConfig struct {
 	// one wake invocation (the template's WakeBatchSize).
 	Poll      time.Duration
 	BatchSize int
+	// ClaimedWake strips the stream images from the wake's refs, so the
+	// wake claims every row, as it did before its claim-free path: the
+	// two are measured side by side.
+	ClaimedWake bool
 	// Timeout bounds the whole run; rows not delivered by then are an
 	// error.
 	Timeout time.Duration
@@ -245,6 +249,11 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 			mu.Unlock()
 			for batch := range slices.Chunk(passed, max(c.BatchSize, 1)) {
 				refs, _ := handler.DueInserts(streams.Event(arn, "us-east-1", batch), time.Now())
+				if c.ClaimedWake {
+					for i := range refs {
+						refs[i].Image = nil
+					}
+				}
 				mu.Lock()
 				for _, ref := range refs {
 					if at, ok := res.Staged[ref.Key]; ok {

@@ -310,10 +310,42 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 	return row, nil
 }
 
-// holds is the condition every settle needs: the caller's claim is current.
+// holds is the condition every settle needs: the caller's claim is
+// current, or, for a row sent unclaimed, the row is still as staged.
 func holds(row outbox.Row) expression.ConditionBuilder {
+	if row.Unclaimed {
+		return asStaged(row)
+	}
 	return expression.Name(AttrToken).Equal(expression.Value(row.Token)).
 		And(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusClaimed)))
+}
+
+// asStaged holds while no one but a producer's put has written the row the
+// wake sent unclaimed: pending at attempt 0 (Retry and DeadLetter of an
+// unclaimed row set attempt 1), with the created_at and due_at of the
+// stream image the wake sent (a row staged again under the key has
+// another created_at; a redrive moves due_at), and no claimed_at or
+// redriven_at, which a claim and a redrive set and nothing removes but a
+// dead-lettering, after which the row is failed. So the write fails if a
+// sweep claimed the row since, even one that released it or whose claim
+// lapsed, and cannot settle a newer attempt than the one the wake made.
+func asStaged(row outbox.Row) expression.ConditionBuilder {
+	return expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
+		And(expression.Name(AttrAttempt).Equal(expression.Value(0))).
+		And(expression.Name(AttrCreatedAt).Equal(expression.Value(row.CreatedAt.UnixMilli()))).
+		And(expression.Name(AttrDueAt).Equal(expression.Value(row.DueAt.UnixMilli()))).
+		And(expression.AttributeNotExists(expression.Name(AttrClaimedAt))).
+		And(expression.AttributeNotExists(expression.Name(AttrRedrivenAt))).
+		And(expression.AttributeNotExists(expression.Name(AttrToken)))
+}
+
+// withAttempt stores the attempt of a row sent unclaimed, which no claim
+// counted: a failed send still spends its budget.
+func withAttempt(upd expression.UpdateBuilder, row outbox.Row) expression.UpdateBuilder {
+	if !row.Unclaimed {
+		return upd
+	}
+	return upd.Set(expression.Name(AttrAttempt), expression.Value(row.Attempt))
 }
 
 // Done implements outbox.Store: it deletes the row, or keeps it as done
@@ -350,7 +382,7 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
 		Set(expression.Name(AttrShard), s.shardIfMissing(row)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
-	upd = withUnsureAt(upd, row.UnsureAt)
+	upd = withAttempt(withUnsureAt(upd, row.UnsureAt), row)
 	_, err := s.update(ctx, "retry", row.Key, holds(row), upd, types.ReturnValueNone)
 	if isSizeError(err) {
 		now := time.Now()
@@ -364,7 +396,9 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 
 // DeadLetter implements outbox.Store.
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
-	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder { return failUpdate(row.Queue, now, row.UnsureAt, history) })
+	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder {
+		return withAttempt(failUpdate(row.Queue, now, row.UnsureAt, history), row)
+	})
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, row.UnsureAt, err)
 	}

@@ -75,8 +75,9 @@ const (
 // DueInserts returns the rows a batch inserted as pending, due when
 // staged and still due by now, in order, and every other record with the reason it was left alone. Each
 // row carries its queue and, from the image, its predecessor in an ordered
-// group, so the engine need not read it. It never panics on unexpected
-// records.
+// group, so the engine need not read it, and the row itself as inserted
+// (DueRef.Image), which the engine may send without a claim. It never
+// panics on unexpected records.
 func DueInserts(ev events.DynamoDBEvent, now time.Time) (refs []outbox.DueRef, ignored []Ignored) {
 	for _, rec := range ev.Records {
 		key, reason := dueInsert(rec, now)
@@ -85,7 +86,7 @@ func DueInserts(ev events.DynamoDBEvent, now time.Time) (refs []outbox.DueRef, i
 			continue
 		}
 		img := rec.Change.NewImage
-		ref := outbox.DueRef{Key: key}
+		ref := outbox.DueRef{Key: key, Image: imageRow(img)}
 		ref.Queue, _ = stringAttr(img, dynamo.AttrQueue)
 		// A prev of another type leaves the row unlinked: the engine reads
 		// it, and the claim dead-letters the malformed row.

@@ -137,12 +137,19 @@ func (e *Engine) DeliverKeys(ctx context.Context, keys []string) (Result, error)
 // DeliverRefs is the wake's targeted path: it claims, delivers and settles
 // exactly the named rows, ignoring the wake grace. Rows that are not due, or
 // that another worker holds, are counted as conflicts and left to the sweep.
+// A ref that carries its row's stream Image, of an unordered row younger
+// than the wake grace and never tried, is sent without a claim and settled
+// with one write conditioned on the row being still as staged (pending,
+// never claimed): the send's outcome, attempt 1, is recorded only if no
+// sweep claimed the row meanwhile. A crash between send and settle
+// records nothing: the sweep claims the row after the grace, and counts
+// from there.
 // A row of an ordered group goes only as its group's head: behind a
 // predecessor in the same call it goes as soon as that one is delivered;
 // behind one elsewhere, it is left to the sweep.
 func (e *Engine) DeliverRefs(ctx context.Context, refs []DueRef) (Result, error) {
 	r := e.newRun(ctx, 0)
-	r.headWait = e.policy.HeadWait
+	r.headWait, r.claimFree = e.policy.HeadWait, true
 	seen := make(map[string]bool, len(refs))
 	var unique []DueRef
 	for _, ref := range refs {

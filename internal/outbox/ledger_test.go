@@ -44,7 +44,10 @@ type ledger struct {
 	calls map[string]int
 	// handed holds the claim tokens the engine handed to the deliverer.
 	handed map[string]bool
-	bad    []string // violations seen as they happened
+	// unclaimed holds the seq of each hand-over of a row the wake sent
+	// without a claim, by key.
+	unclaimed map[string][]int
+	bad       []string // violations seen as they happened
 	// keys serializes each key's writes with their records (a *sync.Mutex
 	// per key), so the ledger's order of a row's transitions is the
 	// table's: a release makes the row claimable at once, and without it
@@ -75,7 +78,7 @@ type settle struct {
 
 func newLedger() *ledger {
 	return &ledger{claims: map[string][]claim{}, sends: map[string][]int{}, maybe: map[string][]int{}, settles: map[string][]settle{},
-		calls: map[string]int{}, handed: map[string]bool{}}
+		calls: map[string]int{}, handed: map[string]bool{}, unclaimed: map[string][]int{}}
 }
 
 // finalSettle is the row's final settle (done, dead letter, expire,
@@ -160,7 +163,13 @@ func (s recStore) settled(op string, row outbox.Row, final bool, err error) erro
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	claims := s.l.claims[row.Key]
-	if len(claims) == 0 || claims[len(claims)-1].token != row.Token {
+	switch {
+	case row.Unclaimed && len(claims) > 0:
+		// The settle of a row sent unclaimed holds only while no claim
+		// ever wrote the row.
+		s.l.bad = append(s.l.bad, fmt.Sprintf("%s: the wake's unclaimed %s succeeded after a claim", row.Key, op))
+	case row.Unclaimed:
+	case len(claims) == 0 || claims[len(claims)-1].token != row.Token:
 		s.l.bad = append(s.l.bad, fmt.Sprintf("%s: %s succeeded with a token that is not the latest claim", row.Key, op))
 	}
 	s.l.settles[row.Key] = append(s.l.settles[row.Key], settle{seq: s.l.next(), op: op, token: row.Token, final: final})
@@ -208,6 +217,21 @@ func (s recStore) Quarantine(ctx context.Context, key string, now time.Time, rea
 	return err
 }
 
+// unsettledUnclaimed is the keys among keys that the wake handed over
+// unclaimed and whose unclaimed settle did not apply: they may be sent
+// again, by a sweep, or may have been sent after a sweep's claim.
+func (l *ledger) unsettledUnclaimed(keys []string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, k := range keys {
+		if len(l.unclaimed[k]) > 0 && !slices.ContainsFunc(l.settles[k], func(st settle) bool { return st.token == "" && st.op != "expire" && st.op != "quarantine" }) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func (l *ledger) recordFinal(key, op string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -244,6 +268,13 @@ func (h handOver) prevSettled(r outbox.Row) bool {
 func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
 	h.l.mu.Lock()
 	for _, r := range rows {
+		if r.Unclaimed {
+			// The wake's send of a fresh unordered row, unfenced: it may
+			// race a sweep that claimed the row after the grace (see
+			// sentUnderClaim and the soak's duplicate windows).
+			h.l.unclaimed[r.Key] = append(h.l.unclaimed[r.Key], h.l.next())
+			continue
+		}
 		if !outbox.MaySend(ctx, r) {
 			continue
 		}
@@ -356,12 +387,19 @@ func (a recEvents) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput
 }
 
 // oneCall counts a batch call that carries key at attempt: one claim, one
-// call (the SDK's retries stay inside it).
+// call (the SDK's retries stay inside it), and one more at attempt 1 per
+// unclaimed hand-over.
 func (l *ledger) oneCall(key, attempt string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	site := key + " attempt " + attempt
-	if l.calls[site]++; l.calls[site] > 1 {
+	calls := 1
+	if attempt == "1" {
+		// The wake's unclaimed sends go as attempt 1, and so does the
+		// first claim of a row whose unclaimed settle did not apply.
+		calls += len(l.unclaimed[key])
+	}
+	if l.calls[site]++; l.calls[site] > calls {
 		l.bad = append(l.bad, site+": sent in more than one batch call")
 	}
 }
@@ -398,10 +436,18 @@ func refusedBySQS(err error) bool {
 
 // sentUnderClaim checks that every send of key, accepted or of unknown
 // outcome, went out under a live claim: after a claim, before any settle
-// of that claim, and before the row's final settle. Call it with l.mu held.
+// of that claim, and before the row's final settle. A send after the
+// wake's unclaimed hand-over of the row is not checked. Call it with l.mu
+// held.
 func (l *ledger) sentUnderClaim(key string) error {
 	final, settled := l.finalSettle(key)
 	for _, s := range slices.Concat(l.sends[key], l.maybe[key]) {
+		if slices.ContainsFunc(l.unclaimed[key], func(h int) bool { return h < s }) {
+			// After an unclaimed hand-over: that send needs no claim, and
+			// may land after a sweep's (a duplicate in a window the soak
+			// marks when the wake's settle did not apply).
+			continue
+		}
 		if settled && final.seq < s {
 			return fmt.Errorf("%s was sent (seq %d) after its final settle, %s (seq %d)", key, s, final.op, final.seq)
 		}

@@ -21,6 +21,9 @@ type Result struct {
 	// has no route for (UnroutedError), retried or, with the budget spent,
 	// dead-lettered: each counts in Retried or DeadLettered too.
 	Unrouted int
+	// Unclaimed rows the wake sent without a claim, from their stream
+	// image, and settled with one conditional write (see DeliverRefs).
+	Unclaimed int
 	// Released rows were claimed but not sent before the deadline margin.
 	Released int
 	// Expired rows lost their final claim (crash or timeout) and failed.
@@ -64,7 +67,7 @@ type Result struct {
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
 	expired, skipped, conflicts, errors, unrouted       atomic.Int64
-	throttled                                           atomic.Int64
+	throttled, unclaimed                                atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -73,6 +76,7 @@ func (t *tally) result() Result {
 		Delivered:    int(t.delivered.Load()),
 		Retried:      int(t.retried.Load()),
 		DeadLettered: int(t.deadLettered.Load()),
+		Unclaimed:    int(t.unclaimed.Load()),
 		Released:     int(t.released.Load()),
 		Unrouted:     int(t.unrouted.Load()),
 		Expired:      int(t.expired.Load()),

@@ -66,7 +66,11 @@ type Row struct {
 	CreatedAt time.Time
 	DueAt     time.Time
 	// Token is the claim token of the current claim; empty unless claimed.
-	Token      string
+	Token string
+	// Unclaimed marks a row the engine sends without a claim: the wake's
+	// image of a fresh unordered row (see Engine.DeliverRefs). Its settle
+	// holds only while the row is still as staged (see Store.Done).
+	Unclaimed  bool
 	LeaseUntil time.Time
 	FailedAt   time.Time
 	// UnsureAt is the latest time a send of this row ended with its
@@ -180,4 +184,7 @@ type DueRef struct {
 	// position after it (DynamoDB's LastEvaluatedKey as returned), for the
 	// next QueryDue to resume exactly there. Opaque to the engine.
 	Cursor any
+	// Image, when set, is the row as its stream record inserted it: the
+	// wake may send it without a claim (see Engine.DeliverRefs).
+	Image *Row
 }

@@ -52,6 +52,9 @@ type run struct {
 	// gate adapts a sweep's claims in flight to throttling; nil on the
 	// wake's path, whose batch bounds it.
 	gate *claimGate
+	// claimFree lets the run send fresh unordered rows of the wake's
+	// stream images without a claim (see sendUnclaimed): DeliverRefs only.
+	claimFree bool
 }
 
 func (r *run) pastDeadline() bool {
@@ -303,6 +306,19 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		return false
 	}
 	_, listed := r.headPolicy(ref.Queue)
+	if row, ok := r.sendUnclaimed(ref, listed, now); ok {
+		if r.budget.Add(-1) < 0 {
+			return false
+		}
+		select {
+		case out <- row:
+			r.t.unclaimed.Add(1)
+			r.order.took(row.Key)
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	checked := false
 	if listed || ref.Prev != "" {
 		switch r.headCheck(ctx, &ref) {
@@ -377,6 +393,32 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// sendUnclaimed reports whether the wake may send ref's row without a
+// claim, and returns it as sent: its stream image, at attempt 1. Only a
+// fresh unordered row qualifies: on the wake's path (claimFree), due when
+// inserted, never tried, on a route not listed as ordered and with no
+// place in a group, and younger than the wake grace, so no sweep has
+// been allowed to claim it yet. Its settle is then the one write the
+// wake makes (see Store.Done): conditioned on the row being still as
+// staged, it fails if a sweep claimed it meanwhile. An ordered row keeps
+// its claim: the claim's lease fences its send (see mayStart), so no copy
+// of it can land after its successor; without one, a slow send could.
+func (r *run) sendUnclaimed(ref DueRef, listed bool, now time.Time) (Row, bool) {
+	img, grace := ref.Image, r.policy.WakeGrace
+	if !r.claimFree || img == nil || listed || ref.Prev != "" || img.Key != ref.Key || img.Malformed != "" ||
+		img.Status != StatusPending || img.Attempt != 0 || img.Token != "" || img.Seq != 0 || img.Prev != "" ||
+		grace <= 0 || img.CreatedAt.IsZero() || img.CreatedAt.After(now) || now.Sub(img.CreatedAt) >= grace ||
+		img.DueAt.After(img.CreatedAt) {
+		return Row{}, false
+	}
+	if _, ordered := r.headPolicy(img.Queue); ordered {
+		return Row{}, false
+	}
+	row := *img
+	row.Attempt, row.Unclaimed = 1, true
+	return row, true
 }
 
 // youngForWake reports whether the wake should have this row: it was due
@@ -527,6 +569,12 @@ func (r *run) send(ctx context.Context, rows []Row) {
 // the row once its lease ended) drops it: the run no longer holds it,
 // and never sends it.
 func (r *run) release(ctx context.Context, row Row) {
+	if row.Unclaimed {
+		// Nothing to give back: the sweep takes it after the grace.
+		r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
+		r.settledFor(row, false, false)
+		return
+	}
 	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
 	r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
 	r.settledFor(row, false, false)
@@ -537,7 +585,9 @@ func (r *run) release(ctx context.Context, row Row) {
 // that could outlast the lease could land after another worker expired
 // the row and sent its successor, or sent it again.
 func (r *run) mayStart(row Row) bool {
-	return !r.now().Add(r.policy.CallTimeout()).After(row.LeaseUntil)
+	// An unclaimed row has no lease to outlast: a send of it that lands
+	// late is a duplicate at worst, as it is unordered (sendUnclaimed).
+	return row.Unclaimed || !r.now().Add(r.policy.CallTimeout()).After(row.LeaseUntil)
 }
 
 // errNoResult stands in for a result the deliverer did not return; the row

@@ -161,6 +161,14 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		policy.HeadWait, policy.Jitter = 0, 0
 		opts = append(opts, outbox.WithSerial())
 	}
+	// The wake sends the unordered rows of its first two waves without a
+	// claim (from their images; a grace of 2 s of the soak's clock), and
+	// claims those of the later waves. The sweeps leave it nothing (no
+	// grace): they race it for every row, so a sweep often claims a row
+	// while the wake sends it unclaimed, the race its settle's condition
+	// must lose.
+	wakePolicy := policy
+	wakePolicy.WakeGrace = 2 * time.Second
 
 	// Stage: good rows on four queues, the topic and the bus, and bad
 	// input — an unknown route, a FIFO row with no group, an event whose
@@ -236,13 +244,18 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 			}
 		}
 		all[key] = s
-		waves[i%4] = append(waves[i%4], outbox.DueRef{Key: key})
 		if rng.Float64() < 0.005 {
 			all[key] = staged{queue: q, bad: "malformed"}
+			waves[i%4] = append(waves[i%4], outbox.DueRef{Key: key})
 			putNoPayload(t, db, table, key, q, clock.Now())
 			continue
 		}
 		require.NoError(t, store.Stage(ctx, row, clock.Now()))
+		// The stream image: the row as staged, which the wake may send
+		// without a claim.
+		img, err := store.Get(ctx, key)
+		require.NoError(t, err)
+		waves[i%4] = append(waves[i%4], outbox.DueRef{Key: key, Image: img})
 	}
 
 	for key, reason := range putMalformed(t, db, table, 4, "soak-bad-", clock.Now()) { // every malformed shape
@@ -265,7 +278,7 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 	// sweepers are the partitions of a backstop of two (OUTFLOW_SWEEP_PARTITIONS=2);
 	// the third sweeps every shard, racing both, as an overlapping sweep
 	// or an operator's `outflow sweep` would.
-	var sweeps, crashes, refused, released atomic.Int64
+	var sweeps, crashes, refused, released, unclaimed atomic.Int64
 	sweepers := []outbox.Partition{{Index: 0, Count: 2}, {Index: 1, Count: 2}, outbox.Whole}
 	runRound := func(round int, wake []outbox.DueRef) {
 		// Engines are built here, on the test's goroutine, which alone may
@@ -296,12 +309,23 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 			})
 		}
 		if len(wake) > 0 {
-			e, err := outbox.New(sched.store(len(works), stalls.Store(faults.Store{Store: real, Plan: plan})), sched.deliverer(len(works), sender), policy, opts...)
+			e, err := outbox.New(sched.store(len(works), stalls.Store(faults.Store{Store: real, Plan: plan})), sched.deliverer(len(works), sender), wakePolicy, opts...)
 			require.NoError(t, err)
 			works = append(works, func() {
 				res, _ := e.DeliverRefs(ctx, wake)
 				refused.Add(int64(res.Conflicts))
 				released.Add(int64(res.Released))
+				unclaimed.Add(int64(res.Unclaimed))
+				// A row the wake sent unclaimed whose settle did not
+				// apply is sent again by a sweep, or was sent after a
+				// sweep's claim: a duplicate the path allows.
+				keys := make([]string, len(wake))
+				for i, ref := range wake {
+					keys[i] = ref.Key
+				}
+				for _, k := range led.unsettledUnclaimed(keys) {
+					plan.MarkDuplicateWindow(k)
+				}
 			})
 		}
 		sched.run(works)
@@ -530,8 +554,8 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		fmt.Fprintf(&perRoute, "\n    %-14s %-12s staged %5d, arrived %5d, dead %5d", name, kind, c[0], c[1], c[2])
 	}
 
-	report := fmt.Sprintf("soak report (seed %d, %s)\n  schedule               %s\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  released unsent        %d (rows whose lease could no longer cover a send, after a stall)\n  index lag              %s\n%s",
-		seed, mode, sched, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), released.Load(), real.Counts(), plan.Report())
+	report := fmt.Sprintf("soak report (seed %d, %s)\n  schedule               %s\n  staged                 %d (ordered %d in %d groups; in order on arrival, with %d dead letters left out; %d groups blocked by a dead head, %d rows behind them)\n  by route (arrived read from each queue, the topic's subscriber and the bus's rule target)%s\n  delivered (unique)     %d\n  sends accepted         %d (SQS, SNS, EventBridge; and %d of unknown outcome; rows that arrived more often than the target answered: %d)\n  SQS redeliveries       %d (deletes refused: %d)\n  duplicates received    %d (rows with a fault window: %d)\n  dead letters           %d (of which arrived too, after a fault hid the send: %d)\n%s\n  sweeps                 %d (crashed %d), rounds %d\n  refused writes         %d (claims and settles another worker, a stale index entry or a fault had made moot)\n  released unsent        %d (rows whose lease could no longer cover a send, after a stall)\n  sent unclaimed         %d (by the wake, from the stream image, settled by one conditional write)\n  index lag              %s\n%s",
+		seed, mode, sched, len(all), orderedRows, len(groups), skippedDead, blockedGroups, blocked, perRoute.String(), delivered, sent, unknown, arrivedUnanswered, received.Redelivered, received.DeleteFailed, duplicates, len(windows), failed, arrivedAndDead, formatReasons(deadReasons), sweeps.Load(), crashes.Load(), round, refused.Load(), released.Load(), unclaimed.Load(), real.Counts(), plan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_SOAK_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))

@@ -21,7 +21,11 @@ type Store interface {
 	// budget, and pending or claimed under an expired lease. It returns the
 	// claimed row with its new token, attempt and lease.
 	Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (Row, error)
-	// Done settles a delivered row; it needs the row's current token.
+	// Done settles a delivered row; it needs the row's current token. For
+	// a row sent Unclaimed, Done, Retry and DeadLetter need instead that
+	// the row is still as staged: pending at attempt 0, never claimed,
+	// never redriven, with the row's created_at and due_at. Retry and
+	// DeadLetter then store the row's Attempt too.
 	Done(ctx context.Context, row Row, now time.Time) error
 	// Retry returns a claimed row to pending, due at dueAt, with the
 	// attempt kept and the error history replaced by history.

@@ -56,7 +56,12 @@ const (
 // refuses it for throttling and a retry can begin before row's lease
 // ends; it returns the last error. Each throttle counts in Result.Throttled.
 func (r *run) settleWrite(ctx context.Context, row Row, write func() error) error {
-	delay := settleBackoffBase
+	delay, until := settleBackoffBase, row.LeaseUntil
+	if row.Unclaimed {
+		// The wake's unclaimed send has no lease; its grace plays the
+		// part: past it a sweep may claim the row and send it again.
+		until = row.CreatedAt.Add(r.policy.WakeGrace)
+	}
 	for {
 		err := write()
 		if !IsThrottled(err) {
@@ -65,7 +70,7 @@ func (r *run) settleWrite(ctx context.Context, row Row, write func() error) erro
 		r.t.throttled.Add(1)
 		NoteThrottle(ctx)
 		wait := delay/2 + rand.N(delay/2)
-		if ctx.Err() != nil || !r.now().Add(wait).Before(row.LeaseUntil) {
+		if ctx.Err() != nil || !r.now().Add(wait).Before(until) {
 			return err
 		}
 		r.log.InfoContext(ctx, "settle throttled: trying again", "key", row.Key, "after", wait)
