@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // Item attribute names. Producers in other languages write these by hand;
@@ -211,9 +213,16 @@ func CreateTable(ctx context.Context, client *dynamodb.Client, name string) erro
 // table here, tests and tools the Go schema.
 func Create(ctx context.Context, client *dynamodb.Client, in *dynamodb.CreateTableInput, ttlAttribute string) error {
 	name := aws.ToString(in.TableName)
-	if _, err := client.CreateTable(ctx, in); err != nil {
+	var attempts atomic.Int32
+	_, err := client.CreateTable(ctx, in, countAttempts(&attempts))
+	var inUse *types.ResourceInUseException
+	if err != nil && !(errors.As(err, &inUse) && attempts.Load() > 1) {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
+	// A table in use on a retried attempt is the first attempt's: the SDK
+	// retries a create whose response was lost (a reset connection, a 5xx
+	// from a loaded server) though the table was made. A name already
+	// taken fails on the first attempt.
 	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
 		o.MaxDelay = time.Second
@@ -224,7 +233,7 @@ func Create(ctx context.Context, client *dynamodb.Client, in *dynamodb.CreateTab
 	if ttlAttribute == "" {
 		return nil
 	}
-	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true)},
 	})
@@ -232,6 +241,20 @@ func Create(ctx context.Context, client *dynamodb.Client, in *dynamodb.CreateTab
 		return fmt.Errorf("enable ttl on %s: %w", name, err)
 	}
 	return nil
+}
+
+// countAttempts adds, to one call's options, a middleware below the SDK's
+// retries that counts the attempts it makes.
+func countAttempts(n *atomic.Int32) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("outflow-count-attempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					n.Add(1)
+					return next.HandleFinalize(ctx, in)
+				}), "Retry", middleware.After)
+		})
+	}
 }
 
 // DeleteTable deletes the table; a missing table is not an error.
