@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -63,4 +64,33 @@ func TestListen_HoldsThePortUntilClosed(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
 	require.NoError(t, f.Close())
+}
+
+func TestListening_TellsTheProcessThatHoldsAPortFromAnother(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	require.NoError(t, err)
+	other, err := child.Start(exec.Command("sleep", "60"))
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Stop(time.Second) })
+	free, err := child.FreePort()
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name string
+		pid  int
+		port string
+		want bool
+	}{
+		{"this process on its port", os.Getpid(), port, true},
+		{"another process on this process's port", other.Pid(), port, false},
+		{"this process on a port nobody listens on", os.Getpid(), free, false},
+	} {
+		got, err := child.Listening(tc.pid, tc.port)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, got, tc.name)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,8 +40,8 @@ func Path() (string, error) {
 //
 // The emulator binds the ports itself, so another process can take one
 // between FreePort and its bind: the emulator then exits, and Start tries
-// again on new ports. It is ready when its invoke port accepts a
-// connection while it is still running.
+// again on new ports. It is ready when it listens on both ports itself
+// (child.Listening) while it is still running.
 func Start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator, error) {
 	var err error
 	for range 5 {
@@ -77,12 +76,21 @@ func start(rieBinary, bootstrap string, env []string, logs io.Writer) (*Emulator
 		return nil, err
 	}
 	e := &Emulator{URL: "http://127.0.0.1:" + invokePort + "/2015-03-31/functions/function/invocations", proc: proc}
+	// Ready when the emulator itself listens on both ports. A dial alone
+	// is not enough: the emulator binds the runtime API port in a
+	// goroutine and exits when that fails, so a dial to its invoke port
+	// can succeed just before it dies, and the first invoke is reset.
 	err = proc.WaitReady(context.Background(), 10*time.Second, 20*time.Millisecond, func() error {
-		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+invokePort, 200*time.Millisecond)
-		if err != nil {
-			return err
+		for _, port := range []string{invokePort, apiPort} {
+			held, err := child.Listening(proc.Pid(), port)
+			if err != nil {
+				return err
+			}
+			if !held {
+				return fmt.Errorf("the emulator does not listen on port %s yet", port)
+			}
 		}
-		return conn.Close()
+		return nil
 	})
 	if err != nil {
 		e.Stop()

@@ -47,6 +47,14 @@ type Summary struct {
 	// DeadLettered too). Any is a route missing from OUTFLOW_ROUTES, or a
 	// producer writing a queue name no route has.
 	UnroutedRows int `json:"unrouted_rows"`
+	// Throttled counts DynamoDB writes or reads refused for capacity,
+	// settles retried until they applied included; ClaimConcurrency is
+	// the least claim concurrency the sweep backed off to (its
+	// Concurrency if it never did; 0 for the wake). Unclaimed counts the
+	// rows the wake sent without a claim, from their stream images.
+	Throttled        int `json:"throttled"`
+	ClaimConcurrency int `json:"claim_concurrency,omitempty"`
+	Unclaimed        int `json:"unclaimed,omitempty"`
 	// Partition is the sweep's share of the due index, "index/count"
 	// (outbox.Partition), when the backstop runs as more than one sweep.
 	Partition string `json:"partition,omitempty"`
@@ -59,6 +67,7 @@ func NewSummary(function string, r outbox.Result) Summary {
 		DeadLettered: r.DeadLettered + r.Expired, Released: r.Released, Expired: r.Expired,
 		Skipped: r.Skipped, Conflicts: r.Conflicts, Errors: r.Errors,
 		OldestDueAgeMs: r.OldestDueAge.Milliseconds(), DurationMs: r.Duration.Milliseconds(), Stopped: r.Stopped,
+		Throttled: r.Throttled, ClaimConcurrency: r.ClaimConcurrency, Unclaimed: r.Unclaimed,
 		UnroutedRows: r.Unrouted, Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
 	}
 }
@@ -83,6 +92,8 @@ var metrics = []metric{
 	{"OldestBlockedAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestBlockedAgeMs }},
 	{"StrayRows", "Count", func(s Summary) int64 { return int64(s.StrayRows) }},
 	{"UnroutedRows", "Count", func(s Summary) int64 { return int64(s.UnroutedRows) }},
+	{"Throttled", "Count", func(s Summary) int64 { return int64(s.Throttled) }},
+	{"Unclaimed", "Count", func(s Summary) int64 { return int64(s.Unclaimed) }},
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
 }
 

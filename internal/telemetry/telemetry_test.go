@@ -18,7 +18,7 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	sum := telemetry.NewSummary("sweep", outbox.Result{Claimed: 5, Delivered: 3, DeadLettered: 1, Expired: 1, OldestDueAge: 1500 * time.Millisecond, Duration: 2 * time.Second,
-		Waiting: 4, BlockedGroups: 2, OldestBlockedAge: 90 * time.Second})
+		Waiting: 4, BlockedGroups: 2, OldestBlockedAge: 90 * time.Second, Throttled: 7, ClaimConcurrency: 4, Unclaimed: 6})
 	require.NoError(t, telemetry.WriteEMF(&buf, "Outflow", "outbox", "WARN", time.UnixMilli(123), sum))
 	require.Equal(t, 1, bytes.Count(buf.Bytes(), []byte("\n")))
 
@@ -40,6 +40,8 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 		DurationMs     int64
 		Waiting        int64
 		BlockedGroups  int64
+		Throttled      int64
+		Unclaimed      int64
 		// OldestBlockedAgeMs is a pointer so a missing field fails.
 		OldestBlockedAgeMs *int64
 	}
@@ -62,13 +64,16 @@ func TestWriteEMF_IsOneValidEmbeddedMetricRecord(t *testing.T) {
 	require.Equal(t, int64(2000), doc.DurationMs)
 	require.Equal(t, int64(4), doc.Waiting)
 	require.Equal(t, int64(2), doc.BlockedGroups)
+	require.Equal(t, int64(7), doc.Throttled)
+	require.Equal(t, int64(6), doc.Unclaimed)
+	require.Equal(t, 4, sum.ClaimConcurrency, "the log line's least claims in flight")
 	require.NotNil(t, doc.OldestBlockedAgeMs)
 	require.Equal(t, int64(90000), *doc.OldestBlockedAgeMs)
 	units := map[string]string{}
 	for _, m := range cw.Metrics {
 		units[m.Name] = m.Unit
 	}
-	for name, unit := range map[string]string{"Waiting": "Count", "BlockedGroups": "Count", "OldestBlockedAgeMs": "Milliseconds"} {
+	for name, unit := range map[string]string{"Waiting": "Count", "BlockedGroups": "Count", "OldestBlockedAgeMs": "Milliseconds", "Throttled": "Count", "Unclaimed": "Count"} {
 		require.Equal(t, unit, units[name], "%s is declared as a metric", name)
 	}
 }
