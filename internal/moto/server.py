@@ -10,7 +10,8 @@ that fails part way leave the item as it was, as DynamoDB does, refuses
 update arithmetic whose result DynamoDB cannot store, and checks a
 transaction's conditions before its writes instead of copying each table.
 Its SQS keeps a batch entry's system attributes (AWSTraceHeader), as a
-single send's.
+single send's, and keeps a FIFO group in order when it is redelivered (see
+_fifo_in_order).
 
 For tests only, POST /outflow-faults/transaction-conflict?table=T&key=K
 makes the next TransactWriteItems that touches the item whose hash key is K
@@ -24,6 +25,7 @@ import functools
 import os
 import sys
 import threading
+import time
 
 from moto import server
 from moto.dynamodb.comparisons import get_filter_expression
@@ -38,7 +40,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-from moto.sqs.models import SQSBackend
+from moto.sqs.models import Queue, SQSBackend
 from werkzeug import serving
 from werkzeug.wrappers import Request, Response
 
@@ -89,13 +91,17 @@ def _conflict_armed(table_name, key_value):
     return True
 
 
-def _atomic(fn):
+def _atomic_with(lock, fn):
     @functools.wraps(fn)
     def locked(*args, **kwargs):
-        with _lock:
+        with lock:
             return fn(*args, **kwargs)
 
     return locked
+
+
+def _atomic(fn):
+    return _atomic_with(_lock, fn)
 
 
 def _all_or_nothing(fn):
@@ -272,8 +278,44 @@ def _batch_system_attributes(fn):
     return send
 
 
+# One lock for SQS's queue state: moto's server is threaded, and two
+# receives at once could each hand out a message of one FIFO group.
+_sqs_lock = threading.RLock()
+
+
+def _in_flight_groups(queue):
+    """The FIFO groups with a message in flight: received, and not yet
+    visible again. moto counted a message whose visibility had lapsed too,
+    so when a group's messages lapsed together it skipped the first (its
+    group "held" by the second) and handed out the second: SQS delivers a
+    group again from its first message."""
+    return {m.group_id for m in queue._pending_messages if m.group_id is not None and not m.visible}
+
+
+def _fifo_in_order(receive):
+    """moto's receive, one pass at a time under _sqs_lock, so no other
+    call changes the queue mid-pass; a long poll waits between passes
+    outside the lock."""
+
+    @functools.wraps(receive)
+    def received(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names=None):
+        end = time.monotonic() + (wait_seconds_timeout or 0)
+        while True:
+            with _sqs_lock:
+                result = receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            if result or time.monotonic() >= end:
+                return result
+            time.sleep(min(0.05, max(0, end - time.monotonic())))
+
+    return received
+
+
 DynamoDBBackend.transact_write_items = _transact_write_items
-SQSBackend.send_message_batch = _batch_system_attributes(SQSBackend.send_message_batch)
+Queue.pending_message_groups = property(_in_flight_groups)
+SQSBackend.receive_message = _fifo_in_order(SQSBackend.receive_message)
+for _name in ("send_message", "delete_message", "change_message_visibility"):
+    setattr(SQSBackend, _name, _atomic_with(_sqs_lock, getattr(SQSBackend, _name)))
+SQSBackend.send_message_batch = _atomic_with(_sqs_lock, _batch_system_attributes(SQSBackend.send_message_batch))
 DomainDispatcherApplication.__call__ = _fault_endpoint(DomainDispatcherApplication.__call__)
 DynamoType.__add__ = _storable(DynamoType.__add__)
 DynamoType.__sub__ = _storable(DynamoType.__sub__)
