@@ -39,7 +39,12 @@ func NewTable(t testing.TB) string {
 // the test, and returns its URL.
 func NewQueue(t testing.TB, fifo bool) string {
 	t.Helper()
-	client := SQS(t)
+	return NewQueueOn(t, SQS(t), fifo)
+}
+
+// NewQueueOn is NewQueue on the endpoint client talks to.
+func NewQueueOn(t testing.TB, client *sqs.Client, fifo bool) string {
+	t.Helper()
 	name := UniqueName("outflow-test")
 	attrs := map[string]string{}
 	if fifo {

@@ -32,8 +32,10 @@ func (t target) AtMs() int64 { return t.At.UnixMilli() }
 // targetOf reads the form: keys (repeated), or queue.
 func (s *Server) targetOf(r *http.Request) (target, string) {
 	var t target
+	// Keys are taken as given: a key may begin or end with a space, and
+	// trimmed it would name another row.
 	for _, k := range r.PostForm["key"] {
-		if k = strings.TrimSpace(k); k != "" {
+		if k != "" {
 			t.Keys = append(t.Keys, k)
 		}
 	}

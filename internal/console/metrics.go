@@ -57,12 +57,23 @@ type Chart struct {
 	Empty  bool
 }
 
+// A failed read is remembered for metricsFailTTL: credentials that cannot
+// read CloudWatch would otherwise cost a request, with the SDK's retries,
+// at every load of every tab. A read that takes longer than metricsWait
+// is given up, so a CloudWatch that does not answer slows the overview
+// (and the overviews waiting on the cache's lock) by that much at most.
+const (
+	metricsFailTTL = time.Minute
+	metricsWait    = 5 * time.Second
+)
+
 // chartCache keeps the charts for metricsTTL, so that refreshes and tabs
-// do not multiply CloudWatch requests.
+// do not multiply CloudWatch requests, and a failure for metricsFailTTL.
 type chartCache struct {
 	mu     sync.Mutex
 	at     time.Time
 	charts Charts
+	note   string // why there are no charts, when the last read failed
 }
 
 func (c *chartCache) get(ctx context.Context, m *Metrics, table string, now time.Time) (Charts, string) {
@@ -71,14 +82,21 @@ func (c *chartCache) get(ctx context.Context, m *Metrics, table string, now time
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.charts != nil && now.Sub(c.at) < metricsTTL {
+	switch age := now.Sub(c.at); {
+	case c.charts != nil && age < metricsTTL:
 		return c.charts, ""
+	case c.note != "" && age < metricsFailTTL:
+		return nil, c.note
 	}
+	ctx, cancel := context.WithTimeout(ctx, metricsWait)
+	defer cancel()
 	charts, err := m.read(ctx, table, now)
+	c.at = now
 	if err != nil {
-		return nil, "CloudWatch cannot be read with these credentials, so there are no charts (" + err.Error() + ")."
+		c.charts, c.note = nil, "CloudWatch cannot be read with these credentials, so there are no charts ("+err.Error()+")."
+		return nil, c.note
 	}
-	c.charts, c.at = charts, now
+	c.charts, c.note = charts, ""
 	return charts, ""
 }
 

@@ -139,7 +139,8 @@ type rowData struct {
 }
 
 func (s *Server) row(w http.ResponseWriter, r *http.Request) {
-	d := rowData{Key: strings.TrimSpace(r.URL.Query().Get("key")), Payload: r.URL.Query().Get("payload") == "1"}
+	// The key is taken as given: see targetOf.
+	d := rowData{Key: r.URL.Query().Get("key"), Payload: r.URL.Query().Get("payload") == "1"}
 	if d.Key == "" {
 		s.render(w, r, http.StatusOK, "row", "Row lookup", d)
 		return

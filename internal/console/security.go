@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -77,6 +78,15 @@ func (s *Server) secure(next http.Handler) http.Handler {
 			}
 			if o := r.Header.Get("Origin"); o != "" && !s.sameOrigin(o) {
 				s.refuse(w, r, http.StatusForbidden, "The request came from another origin.")
+				return
+			}
+			if err := r.ParseForm(); err != nil {
+				var tooLarge *http.MaxBytesError
+				if errors.As(err, &tooLarge) {
+					s.refuse(w, r, http.StatusRequestEntityTooLarge, "The request is larger than any form of this console.")
+					return
+				}
+				s.refuse(w, r, http.StatusBadRequest, "The request's form cannot be read.")
 				return
 			}
 			if !equal(r.PostFormValue("csrf"), s.csrf) {

@@ -71,6 +71,10 @@ type DeadQuery struct {
 	Queue  string
 	Since  time.Time
 	Before time.Time
+	// perRequest bounds the entries one Query returns (0: DynamoDB's
+	// 1 MB): ListDead sets it to its limit, so a page of a queue's dead
+	// letters reads about a page of the index, not a megabyte of it.
+	perRequest int32
 }
 
 // EachDead calls fn for every dead letter the query selects. With a queue
@@ -120,6 +124,14 @@ func deadRefOf(av map[string]types.AttributeValue) DeadRef {
 	return d
 }
 
+// limitOf is a request's Limit: nil for none.
+func limitOf(n int32) *int32 {
+	if n <= 0 {
+		return nil
+	}
+	return aws.Int32(n)
+}
+
 type deadPage func(ctx context.Context, start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error)
 
 // deadPages builds the request for one page of the dead index: a Query of
@@ -145,6 +157,7 @@ func (o *Operator) deadPages(q DeadQuery) (deadPage, error) {
 				TableName: aws.String(o.cfg.Table), IndexName: aws.String(DeadIndex),
 				KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
 				ExpressionAttributeValues: expr.Values(), ScanIndexForward: aws.Bool(false), ExclusiveStartKey: start,
+				Limit: limitOf(q.perRequest),
 			})
 			if err != nil {
 				return nil, nil, err
@@ -175,6 +188,9 @@ func (o *Operator) deadPages(q DeadQuery) (deadPage, error) {
 // without one, it keeps the newest limit of those read so far, so a limit
 // bounds its memory whatever the number of dead letters.
 func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]DeadRef, error) {
+	if q.Queue != "" && limit > 0 {
+		q.perRequest = int32(min(limit, math.MaxInt32))
+	}
 	var out []DeadRef
 	newest := func(a, b DeadRef) int { return b.FailedAt.Compare(a.FailedAt) }
 	err := o.EachDead(ctx, q, func(d DeadRef) error {
@@ -204,10 +220,18 @@ func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]Dead
 // errListed stops a listing that has what it needs.
 var errListed = errors.New("listed enough")
 
-// Purge deletes a dead letter. Only failed rows are deleted; any other
-// gives a *outbox.ConflictError.
-func (o *Operator) Purge(ctx context.Context, key string) error {
-	expr, err := expression.NewBuilder().WithCondition(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))).Build()
+// Purge deletes a dead letter that failed at or before failedBy (the
+// moment the operator saw it; zero for any). Only such rows are deleted;
+// any other, a row redriven since or one that failed again after
+// failedBy, a dead letter the operator never saw, gives a
+// *outbox.ConflictError.
+func (o *Operator) Purge(ctx context.Context, key string, failedBy time.Time) error {
+	cond := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
+	if !failedBy.IsZero() {
+		failed := expression.Name(AttrFailedAt)
+		cond = cond.And(expression.Or(expression.AttributeNotExists(failed), failed.LessThanEqual(expression.Value(failedBy.UnixMilli()))))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
 		return fmt.Errorf("build purge condition: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow"
@@ -27,6 +28,7 @@ import (
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/faults"
+	"github.com/outflowhq/outflow/internal/moto"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -91,6 +93,16 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	db := awstest.DynamoDB(t)
 	sqsClient := awstest.SQS(t)
+	if os.Getenv(awstest.EndpointEnv) == "" {
+		// The queues get a moto server of their own: one server's
+		// Python process, on one core, is what bounds the soak's pace.
+		srv, err := moto.Start(ctx)
+		require.NoError(t, err)
+		t.Cleanup(srv.Stop)
+		cfg, err := awstest.Config(ctx, srv.URL)
+		require.NoError(t, err)
+		sqsClient = sqs.NewFromConfig(cfg)
+	}
 	outboxTable := awstest.NewTable(t)
 	bank, ledgerTable := newTable(t, db, "bank"), newTable(t, db, "ledger")
 	const shards = 4
@@ -98,7 +110,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	require.NoError(t, err)
 	producer, err := outflow.NewProducer(db, outflow.Config{Table: outboxTable, Shards: shards, Ordered: []string{routeOrdered}})
 	require.NoError(t, err)
-	routes := delivery.Routes{routeTransfers: awstest.NewQueue(t, false), routeOrdered: awstest.NewQueue(t, true)}
+	routes := delivery.Routes{routeTransfers: awstest.NewQueueOn(t, sqsClient, false), routeOrdered: awstest.NewQueueOn(t, sqsClient, true)}
 
 	// What to stage: transfers from a few accounts, a third of them in
 	// ordered groups (two hot, many small); a few padded past the

@@ -110,11 +110,12 @@ func Redrive(ctx context.Context, op *dynamo.Operator, keys []string, sel Select
 	return Apply(ctx, "redrive", each, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) }, step)
 }
 
-// Purge deletes the rows named that are failed: the conditional delete of
-// dynamo.Operator.Purge.
+// Purge deletes the rows named that are failed, and failed at or before
+// now (the moment the operator chose them): the conditional delete of
+// dynamo.Operator.Purge. A row that failed again since is skipped.
 func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, step func()) (Result, error) {
 	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
-	res, err := Apply(ctx, "purge", each, op.Purge, step)
+	res, err := Apply(ctx, "purge", each, func(ctx context.Context, k string) error { return op.Purge(ctx, k, now) }, step)
 	if sel.OlderThan > 0 {
 		res.OlderThan = sel.OlderThan.String()
 	}
