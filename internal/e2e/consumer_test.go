@@ -40,25 +40,15 @@ type process struct {
 	plan  *faults.Plan
 	dead  atomic.Bool
 	stop  context.CancelFunc
-	fifo  bool
 	stats *consumerStats
 }
 
 func (p *process) kill() { p.dead.Store(true); p.stop() }
 
-// ReceiveMessage implements consume.PollAPI. On a FIFO queue it receives
-// one message at a time: moto's FIFO emulation hands a group's later
-// message first when two of the group's messages lapse together (as they
-// do when a consumer dies holding both), which SQS never does; with one
-// message of a group in flight at a time nothing can lapse together.
+// ReceiveMessage implements consume.PollAPI.
 func (p *process) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	if p.dead.Load() {
 		return nil, errKilled
-	}
-	if p.fifo {
-		one := *in
-		one.MaxNumberOfMessages = 1
-		in = &one
 	}
 	return p.next.ReceiveMessage(ctx, in, opts...)
 }

@@ -185,7 +185,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 					default:
 					}
 					pctx, cancel := context.WithCancel(ctx)
-					proc := &process{next: sqsClient, plan: cplan, stop: cancel, fifo: strings.HasSuffix(route, ".fifo"), stats: stats}
+					proc := &process{next: sqsClient, plan: cplan, stop: cancel, stats: stats}
 					stats.lives.Add(1)
 					p := &consume.Poller{API: proc, QueueURL: url, Concurrency: 4, Visibility: time.Second, Wait: time.Second,
 						Apply: func(ctx context.Context, m consume.Message) error { return led.apply(ctx, proc, inboxes[route], m) }}
