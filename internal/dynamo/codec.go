@@ -36,6 +36,7 @@ type item struct {
 	DeadQueue  string            `dynamodbav:"dead_queue,omitempty"`
 	Errors     []attemptError    `dynamodbav:"errors,omitempty"`
 	LastError  string            `dynamodbav:"last_error,omitempty"`
+	StageID    string            `dynamodbav:"stage_id,omitempty"`
 }
 
 type attemptError struct {
@@ -70,7 +71,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 		Key: row.Key, Queue: row.Queue, Attributes: row.Attributes, Group: row.Group,
 		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
 		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil), UnsureAt: ms(row.UnsureAt),
-		LastError: row.LastError, Errors: encodeErrors(row.Errors),
+		LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
 	}
 	switch row.Status {
 	case outbox.StatusPending, outbox.StatusClaimed:
@@ -143,6 +144,7 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	row.UnsureAt = fromMs(d.num(AttrUnsureAt))
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
+	row.StageID = d.str(AttrStageID)
 	if serr == nil {
 		// The state's own reading is the one the conditions use, whatever
 		// the strict reading above made of these two (a fraction, say).

@@ -48,6 +48,13 @@ const (
 	// Under skip, a dead letter's group waits outbox.Policy.UnsureWait
 	// past it. Set, never removed, a redrive included.
 	AttrUnsureAt = "unsure_at"
+	// AttrStageID (S) is outbox.Row.StageID: a random value written by
+	// each staging of a row and by nothing else, so the wake's unclaimed
+	// settle (asStaged) can tell this row from a later one of its key,
+	// even one staged in the same millisecond. A producer that does not
+	// write it (another language's, by hand) is still delivered: its rows
+	// take the claimed path.
+	AttrStageID = "stage_id"
 	// AttrErrorsUnreadable keeps an error history a quarantine found in a
 	// form it could not append to.
 	AttrErrorsUnreadable = "errors_unreadable"

@@ -130,6 +130,7 @@ func (s *Store) StageInput(row outbox.Row, now time.Time) (*dynamodb.PutItemInpu
 		row.DueAt = row.NotBefore
 	}
 	row.Token, row.LeaseUntil, row.FailedAt, row.UnsureAt, row.Errors, row.LastError = "", time.Time{}, time.Time{}, time.Time{}, nil, ""
+	row.StageID = rand.Text()[:16] // 80 random bits: see AttrStageID
 	av, err := Encode(row, s.cfg.Shards)
 	if err != nil {
 		return nil, err
@@ -322,15 +323,17 @@ func holds(row outbox.Row) expression.ConditionBuilder {
 
 // asStaged holds while no one but a producer's put has written the row the
 // wake sent unclaimed: pending at attempt 0 (Retry and DeadLetter of an
-// unclaimed row set attempt 1), with the created_at and due_at of the
-// stream image the wake sent (a row staged again under the key has
-// another created_at; a redrive moves due_at), and no claimed_at or
+// unclaimed row set attempt 1), with the stage_id, created_at and due_at
+// of the stream image the wake sent (a row staged again under the key has
+// another stage_id, even in the same millisecond; a redrive moves
+// due_at), and no claimed_at or
 // redriven_at, which a claim and a redrive set and nothing removes but a
 // dead-lettering, after which the row is failed. So the write fails if a
 // sweep claimed the row since, even one that released it or whose claim
 // lapsed, and cannot settle a newer attempt than the one the wake made.
 func asStaged(row outbox.Row) expression.ConditionBuilder {
 	return expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
+		And(expression.Name(AttrStageID).Equal(expression.Value(row.StageID))).
 		And(expression.Name(AttrAttempt).Equal(expression.Value(0))).
 		And(expression.Name(AttrCreatedAt).Equal(expression.Value(row.CreatedAt.UnixMilli()))).
 		And(expression.Name(AttrDueAt).Equal(expression.Value(row.DueAt.UnixMilli()))).

@@ -67,6 +67,11 @@ type Row struct {
 	DueAt     time.Time
 	// Token is the claim token of the current claim; empty unless claimed.
 	Token string
+	// StageID is a random value each staging of a row writes (empty for a
+	// row staged without it): it tells this row from a later one of its
+	// key, staged in the same millisecond too. The wake sends a row
+	// without a claim only if it has one (see Engine.DeliverRefs).
+	StageID string
 	// Unclaimed marks a row the engine sends without a claim: the wake's
 	// image of a fresh unordered row (see Engine.DeliverRefs). Its settle
 	// holds only while the row is still as staged (see Store.Done).

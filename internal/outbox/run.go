@@ -399,7 +399,9 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 // claim, and returns it as sent: its stream image, at attempt 1. Only a
 // fresh unordered row qualifies: on the wake's path (claimFree), due when
 // inserted, never tried, on a route not listed as ordered and with no
-// place in a group, and younger than the wake grace, so no sweep has
+// place in a group, with a stage id (which its settle's condition names,
+// so a stale image never settles a later row of the key), and younger
+// than the wake grace, so no sweep has
 // been allowed to claim it yet. Its settle is then the one write the
 // wake makes (see Store.Done): conditioned on the row being still as
 // staged, it fails if a sweep claimed it meanwhile. An ordered row keeps
@@ -408,7 +410,7 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 func (r *run) sendUnclaimed(ref DueRef, listed bool, now time.Time) (Row, bool) {
 	img, grace := ref.Image, r.policy.WakeGrace
 	if !r.claimFree || img == nil || listed || ref.Prev != "" || img.Key != ref.Key || img.Malformed != "" ||
-		img.Status != StatusPending || img.Attempt != 0 || img.Token != "" || img.Seq != 0 || img.Prev != "" ||
+		img.Status != StatusPending || img.Attempt != 0 || img.Token != "" || img.Seq != 0 || img.Prev != "" || img.StageID == "" ||
 		grace <= 0 || img.CreatedAt.IsZero() || img.CreatedAt.After(now) || now.Sub(img.CreatedAt) >= grace ||
 		img.DueAt.After(img.CreatedAt) {
 		return Row{}, false

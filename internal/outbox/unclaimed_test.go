@@ -81,7 +81,7 @@ func (s *sink) Deliver(_ context.Context, _ string, rows []outbox.Row) []error {
 // wakeRef is a wake ref of a fresh unordered row staged at created, with
 // its stream image.
 func wakeRef(key string, created time.Time) outbox.DueRef {
-	img := outbox.Row{Key: key, Queue: "orders", Payload: []byte(`{}`), Status: outbox.StatusPending, CreatedAt: created, DueAt: created}
+	img := outbox.Row{Key: key, Queue: "orders", Payload: []byte(`{}`), Status: outbox.StatusPending, CreatedAt: created, DueAt: created, StageID: "s1"}
 	return outbox.DueRef{Key: key, Queue: "orders", Linked: true, Image: &img}
 }
 
@@ -116,6 +116,7 @@ func TestDeliverRefs_SendsOnlyFreshUnorderedImagesWithoutAClaim(t *testing.T) {
 		{"tried before", func(r *outbox.DueRef) { r.Image.Attempt = 1 }, 0, false},
 		{"claimed", func(r *outbox.DueRef) { r.Image.Status, r.Image.Token = outbox.StatusClaimed, "t" }, 0, false},
 		{"malformed", func(r *outbox.DueRef) { r.Image.Malformed = "bad" }, 0, false},
+		{"staged without a stage id (a producer that does not write one)", func(r *outbox.DueRef) { r.Image.StageID = "" }, 0, false},
 		{"the image of another key", func(r *outbox.DueRef) { r.Image.Key = "other" }, 0, false},
 	}
 	for _, tc := range cases {
