@@ -20,9 +20,9 @@ func TestDueInserts_CarriesTheRowsImageForTheClaimFreePath(t *testing.T) {
 		want        *outbox.Row
 	}{
 		{"a staged row", `{"pk":{"S":"a"},"queue":{"S":"orders"},"payload":{"S":"{\"n\":1}"},"attributes":{"M":{"kind":{"S":"x"}}},
-			"status":{"S":"pending"},"attempt":{"N":"0"},"created_at":{"N":"9000"},"due_at":{"N":"9000"},"shard":{"S":"0"}}`,
+			"status":{"S":"pending"},"attempt":{"N":"0"},"created_at":{"N":"9000"},"due_at":{"N":"9000"},"shard":{"S":"0"},"stage_id":{"S":"ABCDEFGHIJKLMNOP"}}`,
 			&outbox.Row{Key: "a", Queue: "orders", Payload: []byte(`{"n":1}`), Attributes: map[string]string{"kind": "x"},
-				Status: outbox.StatusPending, CreatedAt: time.UnixMilli(9000), DueAt: time.UnixMilli(9000)}},
+				Status: outbox.StatusPending, CreatedAt: time.UnixMilli(9000), DueAt: time.UnixMilli(9000), StageID: "ABCDEFGHIJKLMNOP"}},
 		{"a binary payload", `{"pk":{"S":"a"},"queue":{"S":"orders"},"payload":{"B":"AP8="},
 			"status":{"S":"pending"},"attempt":{"N":"0"},"created_at":{"N":"9000"},"due_at":{"N":"9000"}}`,
 			&outbox.Row{Key: "a", Queue: "orders", Payload: []byte{0x00, 0xff},
