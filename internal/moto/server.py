@@ -40,6 +40,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, SQSBackend
 from werkzeug import serving
 from werkzeug.wrappers import Request, Response
@@ -310,6 +311,67 @@ def _fifo_in_order(receive):
     return received
 
 
+# The queue attributes moto counts by walking every message of the queue.
+_COUNTS = frozenset(
+    ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible")
+)
+_no_counts = threading.local()
+
+
+def _queue_attributes(attributes):
+    """moto's Queue.attributes, without the message counts while a call
+    _without_counts marks runs. moto reads all of a queue's attributes to
+    get one that never changes with its messages (ContentBasedDeduplication
+    twice per message sent and once more to deduplicate it,
+    MessageRetentionPeriod three times per message received), and each
+    count walks every message: a queue of n messages cost O(n) per message
+    sent or received (a batch send took 3 s at 1,600 messages). Both the
+    counting and the uncounting read hold _sqs_lock, so the uncounting
+    read's shadowed list is never seen by another thread."""
+    static = [a for a in Queue.BASE_ATTRIBUTES if a not in _COUNTS]
+
+    def get(self):
+        with _sqs_lock:
+            if not getattr(_no_counts, "on", False):
+                return attributes.fget(self)
+            self.BASE_ATTRIBUTES = static
+            try:
+                return attributes.fget(self)
+            finally:
+                del self.BASE_ATTRIBUTES
+
+    return property(get)
+
+
+def _without_counts(fn):
+    """Runs fn with Queue.attributes uncounted (see _queue_attributes)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        outer = getattr(_no_counts, "on", False)
+        _no_counts.on = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _no_counts.on = outer
+
+    return call
+
+
+def _wall_millis(dt=None):
+    """moto's unix_time_millis, from time.time() when no datetime is given:
+    moto's builds three datetimes per call, and it is called for every
+    message of a queue on every receive (Message.visible, .delayed), which
+    made that walk cost tens of microseconds a message."""
+    return time.time() * 1000.0 if dt is None else _unix_time_millis(dt)
+
+
+_unix_time_millis = sqs_models.unix_time_millis
+sqs_models.unix_time_millis = _wall_millis
+Queue.attributes = _queue_attributes(Queue.attributes)
+Queue.add_message = _without_counts(Queue.add_message)
+for _name in ("_validate_message", "is_message_valid_based_on_retention_period"):
+    setattr(SQSBackend, _name, _without_counts(getattr(SQSBackend, _name)))
 DynamoDBBackend.transact_write_items = _transact_write_items
 Queue.pending_message_groups = property(_in_flight_groups)
 SQSBackend.receive_message = _fifo_in_order(SQSBackend.receive_message)
