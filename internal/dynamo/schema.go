@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 )
 
 // Item attribute names. Producers in other languages write these by hand;
@@ -250,18 +249,9 @@ func Create(ctx context.Context, client *dynamodb.Client, in *dynamodb.CreateTab
 	return nil
 }
 
-// countAttempts adds, to one call's options, a middleware below the SDK's
-// retries that counts the attempts it makes.
+// countAttempts counts the attempts the SDK makes for one call.
 func countAttempts(n *atomic.Int32) func(*dynamodb.Options) {
-	return func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("outflow-count-attempts",
-				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					n.Add(1)
-					return next.HandleFinalize(ctx, in)
-				}), "Retry", middleware.After)
-		})
-	}
+	return perAttempt("outflow-count-attempts", func(context.Context, error) { n.Add(1) })
 }
 
 // DeleteTable deletes the table; a missing table is not an error.

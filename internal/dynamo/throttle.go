@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/outflowhq/outflow/internal/outbox"
 )
@@ -51,26 +50,14 @@ func IsThrottle(err error) bool {
 // throttleMiddleware is the ID of the per-attempt middleware.
 const throttleMiddleware = "outflow-throttle-note"
 
-// noteThrottles adds, to one call's client options, a middleware that
-// sees each attempt the SDK makes (it sits below the retry middleware)
-// and tells the engine's sweep of each throttled one (outbox.NoteThrottle),
-// so the sweep backs off at the first throttle, not after the SDK's
-// retries are spent.
-func noteThrottles(o *dynamodb.Options) {
-	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-		if _, ok := stack.Finalize.Get(throttleMiddleware); ok {
-			return nil
-		}
-		return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc(throttleMiddleware,
-			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-				out, md, err := next.HandleFinalize(ctx, in)
-				if err != nil && IsThrottle(err) {
-					outbox.NoteThrottle(ctx)
-				}
-				return out, md, err
-			}), "Retry", middleware.After)
-	})
-}
+// noteThrottles tells the engine's sweep of each throttled attempt the
+// SDK makes (outbox.NoteThrottle), so the sweep backs off at the first
+// throttle, not after the SDK's retries are spent.
+var noteThrottles = perAttempt(throttleMiddleware, func(ctx context.Context, err error) {
+	if err != nil && IsThrottle(err) {
+		outbox.NoteThrottle(ctx)
+	}
+})
 
 // throttleAware is an API whose every call reports throttled attempts to
 // the engine and returns a throttle that outlasted the SDK's retries as
