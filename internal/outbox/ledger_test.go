@@ -39,6 +39,11 @@ type ledger struct {
 	// target may have accepted it.
 	sends, maybe map[string][]int
 	settles      map[string][]settle // key -> successful settles
+	// unsure holds the final settles whose call failed without the
+	// table's answer (a crash cancelled it mid-flight, say): the write may
+	// have applied, unseen. handOver resolves them with a read (see
+	// resolve) before it judges a successor.
+	unsure map[string][]settle
 	// calls counts the batch calls (SendMessageBatch, PublishBatch,
 	// PutEvents) that carried each key at each attempt: one claim, one call (SDK retries stay inside it).
 	calls map[string]int
@@ -77,7 +82,7 @@ type settle struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{claims: map[string][]claim{}, sends: map[string][]int{}, maybe: map[string][]int{}, settles: map[string][]settle{},
+	return &ledger{claims: map[string][]claim{}, sends: map[string][]int{}, maybe: map[string][]int{}, settles: map[string][]settle{}, unsure: map[string][]settle{},
 		calls: map[string]int{}, handed: map[string]bool{}, unclaimed: map[string][]int{}}
 }
 
@@ -158,6 +163,9 @@ func (s recStore) Claim(ctx context.Context, key string, now time.Time, lease ti
 
 func (s recStore) settled(op string, row outbox.Row, final bool, err error) error {
 	if err != nil {
+		if final {
+			s.l.recordUnsure(row.Key, op, row.Token)
+		}
 		return err
 	}
 	s.l.mu.Lock()
@@ -204,6 +212,8 @@ func (s recStore) Expire(ctx context.Context, row outbox.Row, now time.Time, max
 	err := s.Store.Expire(ctx, row, now, max, h)
 	if err == nil {
 		s.l.recordFinal(row.Key, "expire")
+	} else {
+		s.l.recordUnsure(row.Key, "expire", "")
 	}
 	return err
 }
@@ -213,6 +223,8 @@ func (s recStore) Quarantine(ctx context.Context, key string, now time.Time, rea
 	err := s.Store.Quarantine(ctx, key, now, reason)
 	if err == nil {
 		s.l.recordFinal(key, "quarantine")
+	} else {
+		s.l.recordUnsure(key, "quarantine", "")
 	}
 	return err
 }
@@ -230,6 +242,57 @@ func (l *ledger) unsettledUnclaimed(keys []string) []string {
 		}
 	}
 	return out
+}
+
+// recordUnsure notes a final settle of key whose call failed: it may
+// have applied anyway (see ledger.unsure).
+func (l *ledger) recordUnsure(key, op, token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unsure[key] = append(l.unsure[key], settle{op: op, token: token, final: true})
+}
+
+// resolve records the final settle of key that applied unseen, if the
+// table shows one did: the row is gone (only a done deletes it) or failed
+// (a dead letter, an expire or a quarantine), while the ledger holds no
+// final settle of it and an unsure one of that kind. A crash cancels a
+// worker's context while its other calls are on the wire, and moto may
+// apply a write whose caller saw only "context canceled" (seed 515886288:
+// a done deleted the predecessor, another worker read it gone and handed
+// its successor over, and the ledger, which had recorded no done, called
+// that a reordering). Both outcomes are for good in the soak (no redrive
+// or purge), so a read after the engine's shows what the engine's saw.
+func (l *ledger) resolve(ctx context.Context, key string, link func(context.Context, string) (outbox.Link, error)) {
+	l.mu.Lock()
+	_, final := l.finalSettle(key)
+	pending := len(l.unsure[key]) > 0
+	l.mu.Unlock()
+	if final || !pending || link == nil {
+		return
+	}
+	got, err := link(context.WithoutCancel(ctx), key)
+	if err != nil {
+		return // judged on what the ledger saw
+	}
+	applied := func(st settle) bool {
+		switch {
+		case !got.Found:
+			return st.op == "done"
+		case got.Status == outbox.StatusFailed:
+			return st.op != "done"
+		}
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, final := l.finalSettle(key); final {
+		return
+	}
+	if i := slices.IndexFunc(l.unsure[key], applied); i >= 0 {
+		st := l.unsure[key][i]
+		st.seq = l.next()
+		l.settles[key] = append(l.settles[key], st)
+	}
 }
 
 func (l *ledger) recordFinal(key, op string) {
@@ -253,6 +316,9 @@ type handOver struct {
 	next    outbox.Deliverer
 	l       *ledger
 	ordered map[string]outbox.DeadHead
+	// link reads a row from the table, to resolve a predecessor's unsure
+	// final settle (see ledger.resolve).
+	link func(context.Context, string) (outbox.Link, error)
 }
 
 // prevSettled reports whether r's predecessor lets it go. Call it with
@@ -266,6 +332,11 @@ func (h handOver) prevSettled(r outbox.Row) bool {
 }
 
 func (h handOver) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
+	for _, r := range rows {
+		if r.Prev != "" && !r.Unclaimed {
+			h.l.resolve(ctx, r.Prev, h.link)
+		}
+	}
 	h.l.mu.Lock()
 	for _, r := range rows {
 		if r.Unclaimed {
@@ -571,31 +642,46 @@ func TestHandOver_RefusesARowWithoutItsOwnLiveClaim(t *testing.T) {
 		tokens []string // handed over, in order, for key k
 		prev   string   // k's predecessor in its ordered group, on a block route
 		bad    string
+		// table is the predecessor as the table holds it, read to resolve
+		// an unsure settle (nil: not read).
+		table *outbox.Link
 	}{
-		{"its own live claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1"}, "", ""},
-		{"no claim at all", func(*ledger) {}, []string{"t1"}, "", "not its latest claim"},
-		{"another worker's newer claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}, {2, "t2"}} }, []string{"t1"}, "", "not its latest claim"},
+		{"its own live claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1"}, "", "", nil},
+		{"no claim at all", func(*ledger) {}, []string{"t1"}, "", "not its latest claim", nil},
+		{"another worker's newer claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}, {2, "t2"}} }, []string{"t1"}, "", "not its latest claim", nil},
 		{"a claim already settled", func(l *ledger) {
 			l.claims["k"] = []claim{{1, "t1"}}
 			l.settles["k"] = []settle{{seq: 2, op: "retry", token: "t1"}}
-		}, []string{"t1"}, "", "after its claim was settled"},
+		}, []string{"t1"}, "", "after its claim was settled", nil},
 		{"a row settled for good", func(l *ledger) {
 			l.claims["k"] = []claim{{1, "t1"}, {3, "t2"}}
 			l.settles["k"] = []settle{{seq: 2, op: "expire", final: true}}
-		}, []string{"t2"}, "", "after its final settle"},
-		{"twice under one claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1", "t1"}, "", "twice under one claim"},
+		}, []string{"t2"}, "", "after its final settle", nil},
+		{"twice under one claim", func(l *ledger) { l.claims["k"] = []claim{{1, "t1"}} }, []string{"t1", "t1"}, "", "twice under one claim", nil},
 		{"behind a delivered predecessor", func(l *ledger) {
 			l.claims["k"] = []claim{{2, "t1"}}
 			l.settles["p"] = []settle{{seq: 1, op: "done", final: true}}
-		}, []string{"t1"}, "p", ""},
+		}, []string{"t1"}, "p", "", nil},
 		{"behind a predecessor still in flight", func(l *ledger) {
 			l.claims["k"] = []claim{{2, "t1"}}
 			l.settles["p"] = []settle{{seq: 1, op: "retry", token: "tp"}}
-		}, []string{"t1"}, "p", "before its predecessor p was settled"},
+		}, []string{"t1"}, "p", "before its predecessor p was settled", nil},
 		{"behind a dead predecessor, on a block route", func(l *ledger) {
 			l.claims["k"] = []claim{{2, "t1"}}
 			l.settles["p"] = []settle{{seq: 1, op: "dead-letter", final: true}}
-		}, []string{"t1"}, "p", "before its predecessor p was settled"},
+		}, []string{"t1"}, "p", "before its predecessor p was settled", nil},
+		{"behind a predecessor whose done failed unseen but applied", func(l *ledger) {
+			l.claims["k"] = []claim{{2, "t1"}}
+			l.unsure["p"] = []settle{{op: "done", token: "tp", final: true}}
+		}, []string{"t1"}, "p", "", &outbox.Link{}},
+		{"behind a predecessor whose done failed and did not apply", func(l *ledger) {
+			l.claims["k"] = []claim{{2, "t1"}}
+			l.unsure["p"] = []settle{{op: "done", token: "tp", final: true}}
+		}, []string{"t1"}, "p", "before its predecessor p was settled", &outbox.Link{Found: true, Status: outbox.StatusClaimed}},
+		{"behind a predecessor whose dead letter applied unseen, on a block route", func(l *ledger) {
+			l.claims["k"] = []claim{{2, "t1"}}
+			l.unsure["p"] = []settle{{op: "dead-letter", token: "tp", final: true}}
+		}, []string{"t1"}, "p", "before its predecessor p was settled", &outbox.Link{Found: true, Status: outbox.StatusFailed}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -603,6 +689,9 @@ func TestHandOver_RefusesARowWithoutItsOwnLiveClaim(t *testing.T) {
 			l := newLedger()
 			tc.ledger(l)
 			h := handOver{next: nopDeliverer{}, l: l}
+			if tc.table != nil {
+				h.link = func(context.Context, string) (outbox.Link, error) { return *tc.table, nil }
+			}
 			for _, tok := range tc.tokens {
 				h.Deliver(context.Background(), "q.fifo", []outbox.Row{{Key: "k", Queue: "q.fifo", Token: tok, Prev: tc.prev}})
 			}
