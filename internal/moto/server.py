@@ -22,6 +22,7 @@ below, never produces one).
 import copy
 import decimal
 import functools
+import logging
 import os
 import sys
 import threading
@@ -372,6 +373,25 @@ Queue.attributes = _queue_attributes(Queue.attributes)
 Queue.add_message = _without_counts(Queue.add_message)
 for _name in ("_validate_message", "is_message_valid_based_on_retention_period"):
     setattr(SQSBackend, _name, _without_counts(getattr(SQSBackend, _name)))
+def _backend_by_host(get_backend_for_host):
+    """moto's get_backend_for_host, remembered per host. For every request,
+    under the dispatcher's one lock, moto lists its own package directory
+    (a stat of each of some 200 entries) and then tries its URL patterns
+    one by one: most of the server's time in the end-to-end soak, with the
+    other requests queued behind the lock. The answer depends on the host
+    alone, and moto's modules and patterns do not change while it runs."""
+    known = {}
+
+    @functools.wraps(get_backend_for_host)
+    def get(self, host):
+        if host not in known:
+            known[host] = get_backend_for_host(self, host)
+        return known[host]
+
+    return get
+
+
+DomainDispatcherApplication.get_backend_for_host = _backend_by_host(DomainDispatcherApplication.get_backend_for_host)
 DynamoDBBackend.transact_write_items = _transact_write_items
 Queue.pending_message_groups = property(_in_flight_groups)
 SQSBackend.receive_message = _fifo_in_order(SQSBackend.receive_message)
@@ -405,6 +425,12 @@ def _inherited_socket(fd):
 
     return make
 
+
+# werkzeug logs a line per request, which the tests discard unless
+# OUTFLOW_MOTO_LOG is set: formatting and writing it cost more than some
+# requests themselves.
+if not os.environ.get("OUTFLOW_MOTO_LOG"):
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 _fd = os.environ.pop("OUTFLOW_MOTO_FD", None)
 if _fd:
