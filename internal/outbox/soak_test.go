@@ -145,7 +145,22 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		}
 	}}
 	sender := stalls.Deliverer(handOver{next: router, l: led, ordered: policy.Ordered, link: store.Link})
+	// Production sweeps leave young rows to the wake (WakeGrace > 0, see
+	// youngForWake); half the seeds run the sweeps so, the other half with
+	// no grace, racing the wake for every row (below).
+	// OUTFLOW_SOAK_SWEEP_GRACE forces it: "on" or "off".
+	sweepGrace := seed%2 == 0
+	switch os.Getenv("OUTFLOW_SOAK_SWEEP_GRACE") {
+	case "on":
+		sweepGrace = true
+	case "off":
+		sweepGrace = false
+	}
 	policy.WakeGrace = 0
+	if sweepGrace {
+		policy.WakeGrace = 2 * time.Second
+	}
+	t.Logf("sweeps' wake grace %s", policy.WakeGrace)
 	policy.PageSize = 250
 	policy.Concurrency = 8
 	policy.RowBudget = max(400, rows/20)
@@ -163,8 +178,8 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 	}
 	// The wake sends the unordered rows of its first two waves without a
 	// claim (from their images; a grace of 2 s of the soak's clock), and
-	// claims those of the later waves. The sweeps leave it nothing (no
-	// grace): they race it for every row, so a sweep often claims a row
+	// claims those of the later waves. Sweeps with no grace leave it
+	// nothing: they race it for every row, so a sweep often claims a row
 	// while the wake sends it unclaimed, the race its settle's condition
 	// must lose.
 	wakePolicy := policy
