@@ -19,9 +19,11 @@ in table T cancel with a TransactionConflict for that item, as DynamoDB
 does when another transaction holds it (moto, serialised by the lock
 below, never produces one).
 """
+import collections
 import copy
 import decimal
 import functools
+import json
 import logging
 import os
 import sys
@@ -31,7 +33,9 @@ import time
 from moto import server
 from moto.dynamodb.comparisons import get_filter_expression
 from moto.dynamodb.exceptions import (
+    ERROR_TYPE_PREFIX,
     ConditionalCheckFailed,
+    DynamodbException,
     MockValidationException,
     MultipleTransactionsException,
     TooManyTransactionsException,
@@ -40,6 +44,8 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.core.responses import ActionResult
+from moto.dynamodb.responses import DynamoHandler
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, SQSBackend
@@ -249,6 +255,62 @@ def _transact_write_items(self, transact_items):
             raise TransactionCanceledException(reasons)
 
 
+class _IdempotentParameterMismatch(DynamodbException):
+    error_type = ERROR_TYPE_PREFIX + "IdempotentParameterMismatchException"
+
+    def __init__(self):
+        super().__init__(
+            self.error_type,
+            message="Request with the same client request token but different parameters was received",
+        )
+
+
+# ClientRequestToken -> (the request's TransactItems as JSON, when the token
+# lapses on time.monotonic()), for each TransactWriteItems that succeeded;
+# _lapsing holds the same (when, token) in the order they lapse.
+_tokens = {}
+_lapsing = collections.deque()
+_TOKEN_WINDOW = 600  # DynamoDB's idempotency window: 10 minutes
+
+
+def _idempotent(handler):
+    """TransactWriteItems with a ClientRequestToken, as DynamoDB takes it:
+    a repeat of a call that succeeded, within 10 minutes, succeeds again
+    without writing; the same token with other items is refused with
+    IdempotentParameterMismatchException. moto ignores the token. The SDK
+    fills one in for every call and keeps it across its retries, so a
+    retry of a transaction whose answer was lost (a timeout under load)
+    succeeded on DynamoDB and failed on moto with the transaction's own
+    condition: the 20,000-row soak's staging stopped on "stage
+    soak-006849: condition failed: row is pending at attempt 0". The
+    check and the writes hold the item lock, so two copies of one call
+    cannot both write."""
+
+    @functools.wraps(handler)
+    def call(self):
+        token = self.body.get("ClientRequestToken")
+        if not token:
+            return handler(self)
+        request = json.dumps(self.body.get("TransactItems"), sort_keys=True)
+        with _lock:
+            now = time.monotonic()
+            while _lapsing and _lapsing[0][0] <= now:
+                _, old = _lapsing.popleft()
+                if old in _tokens and _tokens[old][1] <= now:
+                    del _tokens[old]
+            seen = _tokens.get(token)
+            if seen is not None:
+                if seen[0] != request:
+                    raise _IdempotentParameterMismatch()
+                return ActionResult({"ConsumedCapacity": [], "ItemCollectionMetrics": {}})
+            result = handler(self)
+            _tokens[token] = (request, now + _TOKEN_WINDOW)
+            _lapsing.append((now + _TOKEN_WINDOW, token))
+            return result
+
+    return call
+
+
 def _put_back(saved):
     for table, hash_key, range_key, item in reversed(saved):
         if range_key is None:
@@ -393,6 +455,7 @@ def _backend_by_host(get_backend_for_host):
 
 DomainDispatcherApplication.get_backend_for_host = _backend_by_host(DomainDispatcherApplication.get_backend_for_host)
 DynamoDBBackend.transact_write_items = _transact_write_items
+DynamoHandler.transact_write_items = _idempotent(DynamoHandler.transact_write_items)
 Queue.pending_message_groups = property(_in_flight_groups)
 SQSBackend.receive_message = _fifo_in_order(SQSBackend.receive_message)
 for _name in ("send_message", "delete_message", "change_message_visibility"):
