@@ -299,7 +299,7 @@ func run(out string, n sizes, capKeep string) error {
 	w("")
 	w("## Against the moto server")
 	w("")
-	w("%d rows of %d-byte payloads (item size %d bytes) over four queues, one FIFO, staged with the producer package, then drained by one sweep (default policy: concurrency 16, no wake grace). The naive baseline drains %d rows in the same run. moto handles one request at a time, so the rows/s ratio is a ratio of request counts and latencies, not of what DynamoDB would do. Requests are counted by an SDK middleware on every client; a consumer per queue, on its own uncounted client, empties the queues as they fill (moto walks a whole queue on every send, so a full one would dominate the time).", eng.Rows, eng.PayloadSize, eng.ItemSize, nv.Rows)
+	w("%d rows of %d-byte payloads (item size %d bytes) over four queues, one FIFO, staged with the producer package, then drained by one sweep (default policy: concurrency 16, no wake grace). The naive baseline drains %d rows in the same run. moto handles one request at a time, so the rows/s ratio is a ratio of request counts and latencies, not of what DynamoDB would do. Requests are counted by an SDK middleware on every client; a consumer per queue, on its own uncounted client, empties the queues as they fill (moto scans a FIFO queue's messages for a repeated deduplication id on every send, so a full one would slow the run).", eng.Rows, eng.PayloadSize, eng.ItemSize, nv.Rows)
 	w("")
 	w("| | Outflow sweep | naive |")
 	w("| --- | --- | --- |")
