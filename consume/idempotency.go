@@ -102,12 +102,23 @@ func (i *Idempotency) Do(ctx context.Context, m Message, effect func(ctx context
 	if err := i.begin(ctx, key, token); err != nil {
 		return fmt.Errorf("message %s: %w", m.Key, err)
 	}
-	if err := effect(ctx); err != nil {
-		i.release(ctx, key, token)
-		return err
+	effectErr := effect(ctx)
+	// The record is written whatever became of ctx (a shutdown, a Lambda
+	// deadline, the effect's own timeout): left in progress, it would let
+	// the next copy run a completed effect again once the hold lapses, or
+	// make the retry of a failed one wait out the whole hold.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWriteTimeout)
+	defer cancel()
+	if effectErr != nil {
+		i.release(wctx, key, token)
+		return effectErr
 	}
-	return i.complete(ctx, m.Key, key, token)
+	return i.complete(wctx, m.Key, key, token)
 }
+
+// recordWriteTimeout bounds the write that completes or releases a record
+// after the effect, which no longer follows the caller's context.
+const recordWriteTimeout = 10 * time.Second
 
 // begin writes the in-progress record, unless a completed record or
 // another copy's unexpired hold is there.

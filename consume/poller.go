@@ -40,9 +40,12 @@ type Poller struct {
 	Concurrency int
 	// Visibility is the visibility timeout asked for each message
 	// received, renewed every third of it while the message's batch is
-	// applied; 0 means 30 seconds.
+	// applied, in whole seconds as SQS takes it (a part of a second rounds
+	// up); 0 means 30 seconds.
 	Visibility time.Duration
-	// Wait is the long poll's wait; 0 means 20 seconds, SQS's most.
+	// Wait is the long poll's wait, in whole seconds as SQS takes it (a
+	// part of a second rounds up, so a long poll never turns into a short
+	// one); 0 means 20 seconds, SQS's most.
 	Wait time.Duration
 	// OnFailure, if set, is told of each message not applied, and of
 	// failed SQS calls (messageID empty).
@@ -84,14 +87,22 @@ func (p *Poller) visibility() time.Duration {
 	if p.Visibility <= 0 {
 		return 30 * time.Second
 	}
-	return max(p.Visibility, time.Second)
+	return max(wholeSeconds(p.Visibility), time.Second)
 }
 
 func (p *Poller) wait() time.Duration {
 	if p.Wait <= 0 {
 		return 20 * time.Second
 	}
-	return min(p.Wait, 20*time.Second)
+	return min(wholeSeconds(p.Wait), 20*time.Second)
+}
+
+// wholeSeconds rounds d up to whole seconds, the unit SQS takes a wait
+// and a visibility timeout in: truncated, a sub-second wait became a
+// short poll (a receive loop spinning on an empty queue), and a
+// visibility of 1.5 s was sent as 1 s while it was renewed every 0.5 s.
+func wholeSeconds(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 func (p *Poller) failed(ctx context.Context, id string, err error) {
