@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +33,19 @@ type Stalls struct {
 	inFlight sync.RWMutex
 }
 
+// hits reports whether a stall of kind strikes at this site, drawn anew
+// each time the site comes round. A release gives a claim's attempt back,
+// so the next claim of the row is at the same attempt: drawn from the key
+// and attempt alone, a row that stalled once stalled at every claim for
+// as long as the faults ran, and its ordered group with it: a 2,000-row
+// e2e soak counted 1,937 stalls between claim and send, where a draw per
+// claim at 0.3% makes about ten. A stall is a pause of one worker, not a
+// property of the row.
+func (s *Stalls) hits(kind Kind, parts ...any) bool {
+	n := s.Plan.nth(fmt.Sprint(append([]any{kind}, parts...)...))
+	return s.Plan.Hit(kind, append(parts, n)...)
+}
+
 // stall moves the clock once no delivery is in flight.
 func (s *Stalls) stall() {
 	s.inFlight.Lock()
@@ -55,7 +69,7 @@ type stallDeliverer struct {
 }
 
 func (d stallDeliverer) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
-	if len(rows) > 0 && d.s.Plan.Hit(StallSend, rows[0].Key, rows[0].Attempt) {
+	if len(rows) > 0 && d.s.hits(StallSend, rows[0].Key, rows[0].Attempt) {
 		d.s.stall()
 	}
 	d.s.inFlight.RLock()
@@ -70,14 +84,14 @@ type stallStore struct {
 
 func (st stallStore) Claim(ctx context.Context, key string, now time.Time, lease time.Duration, maxAttempts int) (outbox.Row, error) {
 	row, err := st.Store.Claim(ctx, key, now, lease, maxAttempts)
-	if err == nil && st.s.Plan.Hit(StallClaimed, key, row.Attempt) {
+	if err == nil && st.s.hits(StallClaimed, key, row.Attempt) {
 		st.s.stall()
 	}
 	return row, err
 }
 
 func (st stallStore) settling(op string, row outbox.Row) {
-	if st.s.Plan.Hit(StallSettle, op, row.Key, row.Attempt) {
+	if st.s.hits(StallSettle, op, row.Key, row.Attempt) {
 		if op == "done" {
 			// Sent, and its settle may now come after another worker
 			// claimed it again: sent again.
