@@ -285,11 +285,13 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		runRound(round, wave)
 	}
 	// Drain: Outflow's faults off; leases, backoffs and the wait behind an
-	// unsure dead head run out on the clock.
+	// unsure dead head run out on the clock, a whole UnsureWait a round:
+	// a hot group meets such heads one after another, and at 10 s a round
+	// each held it for up to eight rounds (see docs/reliability.md).
 	plan.Stop()
 	var due []string
 	for range 60 {
-		clk.Advance(10 * time.Second)
+		clk.Advance(policy.UnsureWait())
 		runRound(round, nil)
 		round++
 		if due = awstest.DueKeys(t, store, clk.Now().Add(time.Hour)); len(due) == 0 {
