@@ -285,9 +285,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		runRound(round, wave)
 	}
 	// Drain: Outflow's faults off; leases, backoffs and the wait behind an
-	// unsure dead head run out on the clock, a whole UnsureWait a round:
-	// a hot group meets such heads one after another, and at 10 s a round
-	// each held it for up to eight rounds (see docs/reliability.md).
+	// unsure dead head run out on the clock, a whole UnsureWait a round
+	// (longer than the lease): at 10 s a round, a group held by a crashed
+	// sweep's claim waited six rounds for its lease (docs/reliability.md).
 	plan.Stop()
 	var due []string
 	for range 60 {
