@@ -2,10 +2,7 @@ package moto_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,24 +54,6 @@ func TestTransactWriteItems_ARepeatUnderOneClientRequestTokenSucceedsWithoutWrit
 	require.Equal(t, "first", got.Item["v"].(*types.AttributeValueMemberS).Value)
 }
 
-// lostTransaction is a transport to the moto server that loses the
-// response to the first TransactWriteItems it carries: the server wrote,
-// and the client sees a reset connection, which the SDK retries under the
-// token it filled in.
-type lostTransaction struct {
-	next http.RoundTripper
-	lost atomic.Bool
-}
-
-func (l *lostTransaction) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.next.RoundTrip(req)
-	if err == nil && strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".TransactWriteItems") && l.lost.CompareAndSwap(false, true) {
-		_ = resp.Body.Close()
-		return nil, errors.New("read: connection reset by peer")
-	}
-	return resp, err
-}
-
 // TestTransactWriteItems_TheSDKsRetryOfATransactionWhoseAnswerWasLostSucceeds
 // is the case the token is for: the SDK's retry of a conditional
 // transaction that was applied succeeds, as on DynamoDB, instead of
@@ -83,11 +62,11 @@ func (l *lostTransaction) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestTransactWriteItems_TheSDKsRetryOfATransactionWhoseAnswerWasLostSucceeds(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.TestConfig(t)
-	transport := &lostTransaction{next: http.DefaultTransport}
+	transport := awstest.LoseFirstAnswer("TransactWriteItems")
 	cfg.HTTPClient = &http.Client{Transport: transport}
 	client, table := dynamodb.NewFromConfig(cfg), awstest.NewTable(t)
 
 	_, err := client.TransactWriteItems(context.Background(), putOnce(table, "k", "v"))
 	require.NoError(t, err)
-	require.True(t, transport.lost.Load(), "the first answer was lost, and the SDK sent the call again")
+	require.True(t, transport.Lost(), "the first answer was lost, and the SDK sent the call again")
 }
