@@ -262,7 +262,7 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 			Set(expression.Name(AttrClaimedAt), expression.Value(nowMs)).
 			Set(expression.Name(AttrAttempt), expression.Name(AttrAttempt).Plus(expression.Value(1)))
 	}
-	out, err := s.update(ctx, "claim", key, cond(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending))), upd(), types.ReturnValueAllNew)
+	out, err := s.claimUpdate(ctx, key, token, cond(expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending))), upd())
 	var lapsed *outbox.ConflictError
 	if errors.As(err, &lapsed) && lapsed.Malformed == "" && lapsed.Current != nil && lapsed.Current.Status == outbox.StatusClaimed &&
 		lapsed.Current.LeaseUntil.Before(now) {
@@ -270,7 +270,7 @@ func (s *Store) Claim(ctx context.Context, key string, now time.Time, lease time
 		// lease's end, with no answer recorded. The claim that takes over
 		// says so (UnsureAt), at the price of the refused write above,
 		// which only a lapsed claim costs.
-		out, err = s.update(ctx, "claim", key, cond(lapsedLease(nowMs)), withUnsureAt(upd(), now), types.ReturnValueAllNew)
+		out, err = s.claimUpdate(ctx, key, token, cond(lapsedLease(nowMs)), withUnsureAt(upd(), now))
 	}
 	if isSizeError(err) {
 		// The item cannot take even the claim: it can never be delivered.
@@ -620,6 +620,29 @@ func (s *Store) updateRaw(ctx context.Context, op, key string, cond expression.C
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	return out, err
+}
+
+// claimUpdate is update for a claim that writes token. A refused
+// condition on an item that holds that very token in its claim is this
+// claim, applied by an earlier try of the same request whose answer was
+// lost on the way back (the SDK sends it again): it is the claim's
+// answer, not another worker's claim, which would hold the row, and on an
+// ordered route its group, until the lease lapses. No other writer can
+// hold the token, a random one per call.
+func (s *Store) claimUpdate(ctx context.Context, key, token string, cond expression.ConditionBuilder, upd expression.UpdateBuilder) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.updateRaw(ctx, "claim", key, cond, upd, types.ReturnValueAllNew)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && heldBy(ccf.Item, token) {
+		return &dynamodb.UpdateItemOutput{Attributes: ccf.Item}, nil
+	}
+	return out, s.wrap("claim", key, err)
+}
+
+// heldBy reports whether item is claimed under token.
+func heldBy(item map[string]types.AttributeValue, token string) bool {
+	status, _ := item[AttrStatus].(*types.AttributeValueMemberS)
+	held, _ := item[AttrToken].(*types.AttributeValueMemberS)
+	return status != nil && held != nil && outbox.Status(status.Value) == outbox.StatusClaimed && held.Value == token
 }
 
 // wrap turns a refused condition into a *outbox.ConflictError and wraps
