@@ -31,13 +31,17 @@ type Handler struct {
 // failed in the same batch, or the invocation's context ended.
 var ErrSkipped = errors.New("not applied: an earlier message of its group failed")
 
-// Handle handles one SQS event: pass it to lambda.Start. It never
-// returns an error, which would fail the whole batch: a message that
-// cannot be decoded is reported failed, for the queue's redrive policy to
-// take it to a dead-letter queue, and once the context ends the messages
-// not yet applied are reported failed.
+// Handle handles one SQS event: pass it to lambda.Start. It returns an
+// error, which fails the whole batch, only when Apply is nil (a wiring
+// mistake: nothing could be applied). Otherwise a message that cannot be
+// decoded is reported failed, for the queue's redrive policy to take it
+// to a dead-letter queue, and once the context ends the messages not yet
+// applied are reported failed.
 func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
+	if h.Apply == nil {
+		return resp, errors.New("consume: Handler.Apply is required")
+	}
 	failedGroups := map[string]bool{}
 	fail := func(id string, err error) {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})

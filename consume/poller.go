@@ -59,6 +59,10 @@ func (p *Poller) Run(ctx context.Context) error {
 	if p.API == nil || p.QueueURL == "" || p.Apply == nil {
 		return errors.New("poller: API, QueueURL and Apply are required")
 	}
+	if p.Visibility > maxVisibility {
+		// SQS would refuse every receive, and the loop would only log it.
+		return fmt.Errorf("poller: Visibility %s is over SQS's most, %s", p.Visibility, maxVisibility)
+	}
 	failures := 0
 	for ctx.Err() == nil {
 		out, err := p.API.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -82,6 +86,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// maxVisibility is the longest visibility timeout SQS takes.
+const maxVisibility = 12 * time.Hour
 
 func (p *Poller) visibility() time.Duration {
 	if p.Visibility <= 0 {
