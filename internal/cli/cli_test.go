@@ -27,6 +27,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/cli"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/operate"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -162,6 +163,33 @@ func TestDeadShow_HidesThePayloadUnlessAsked(t *testing.T) {
 	require.Contains(t, r.stderr, `no row with key "nope"`)
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line")
 	require.Equal(t, cli.ExitUsage, e.run(t, "dead", "show").code)
+}
+
+// A redrive gives a row a fresh budget, so its history's attempts count
+// from 1 again: two "#1" lines read as one attempt recorded twice unless
+// the history says where the redrive fell.
+func TestDeadShow_MarksWhereARedriveRestartedTheAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.deadLetters(t, "ghost", 1)
+	require.NotContains(t, e.ok(t, "dead", "show", "ghost-0000"), "redriven")
+
+	e.ok(t, "dead", "redrive", "ghost-0000")
+	e.vars["OUTFLOW_MAX_ATTEMPTS"] = "1"
+	e.ok(t, "sweep")
+	delete(e.vars, "OUTFLOW_MAX_ATTEMPTS")
+	require.Equal(t, outbox.StatusFailed, e.status(t, "ghost-0000"), "dead again after its redrive")
+
+	out := e.ok(t, "dead", "show", "ghost-0000")
+	require.Regexp(t, `\nredriven +\d{4}-`, out)
+	require.Regexp(t, `\n  #1 +\S+  no route[^\n]*\n  -- +redriven: attempts count from 1 again\n  #1 +\S+  no route`, out)
+
+	var shown operate.Row
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "show", "ghost-0000", "--output", "json")), &shown))
+	require.False(t, shown.RedrivenAt.IsZero())
+	require.Len(t, shown.Errors, 2)
+	require.False(t, shown.Errors[0].Redriven)
+	require.True(t, shown.Errors[1].Redriven)
 }
 
 func TestDeadRedrive_MovesOnlyFailedRowsAndDryRunChangesNothing(t *testing.T) {

@@ -112,6 +112,9 @@ func printRow(w io.Writer, s *operate.Row) {
 		fmt.Fprintln(w, "blocks group\tyes: the later rows of its group wait until it is redriven or purged")
 	}
 	fmt.Fprintf(w, "created\t%s\n", when(s.CreatedAt))
+	if !s.RedrivenAt.IsZero() {
+		fmt.Fprintf(w, "redriven\t%s (last time; attempts count from 1 again after a redrive)\n", when(s.RedrivenAt))
+	}
 	if !s.FailedAt.IsZero() {
 		fmt.Fprintf(w, "failed\t%s\n", when(s.FailedAt))
 	} else {
@@ -128,6 +131,9 @@ func printRow(w io.Writer, s *operate.Row) {
 	}
 	fmt.Fprintf(w, "errors\t%d\n", len(s.Errors))
 	for _, e := range s.Errors {
+		if e.Redriven {
+			fmt.Fprintln(w, "  --\tredriven: attempts count from 1 again")
+		}
 		fmt.Fprintf(w, "  #%d\t%s  %s\n", e.Attempt, when(e.At), oneLine(e.Message))
 	}
 }

@@ -188,6 +188,26 @@ func TestBrowser_AnOperatorFindsRedrivesAndPurgesDeadLetters(t *testing.T) {
 	require.Equal(t, "2", text(t, ctx, "#dead-total"), "ghost-2 and the script row are left")
 }
 
+// A row redriven and dead again has two attempts numbered 1: its page
+// says when it was redriven and where in the history the count restarts.
+func TestBrowser_ARowsHistoryMarksWhereARedriveRestartedItsAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.serve(t, nil)
+	ctx := browser(t)
+
+	nav(t, ctx, c.url+"/row?key=ghost-2", "#redrive")
+	require.Zero(t, count(t, ctx, "#redriven"), "never redriven")
+	act(t, ctx, chromedp.Click(chromedp.CSS("#redrive")), chromedp.WaitVisible(chromedp.CSS("#result")))
+	e.vars["OUTFLOW_MAX_ATTEMPTS"] = "1"
+	require.Equal(t, 1, e.sweep(t).DeadLettered, "still no route: dead again")
+
+	nav(t, ctx, c.url+"/row?key=ghost-2", "#errors")
+	require.Contains(t, text(t, ctx, "#redriven"), "attempts count from 1 again")
+	require.Equal(t, 1, count(t, ctx, "#errors tr.redriven"))
+	require.Equal(t, 3, count(t, ctx, "#errors tbody tr"), "#1, the redrive, #1")
+}
+
 func TestBrowser_ReadOnlyShowsNoAction(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -33,6 +33,7 @@ type item struct {
 	LeaseUntil int64             `dynamodbav:"lease_until,omitempty"`
 	FailedAt   int64             `dynamodbav:"failed_at,omitempty"`
 	UnsureAt   int64             `dynamodbav:"unsure_at,omitempty"`
+	RedrivenAt int64             `dynamodbav:"redriven_at,omitempty"`
 	DeadQueue  string            `dynamodbav:"dead_queue,omitempty"`
 	Errors     []attemptError    `dynamodbav:"errors,omitempty"`
 	LastError  string            `dynamodbav:"last_error,omitempty"`
@@ -71,7 +72,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 		Key: row.Key, Queue: row.Queue, Attributes: row.Attributes, Group: row.Group,
 		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
 		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil), UnsureAt: ms(row.UnsureAt),
-		LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
+		RedrivenAt: ms(row.RedrivenAt), LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
 	}
 	switch row.Status {
 	case outbox.StatusPending, outbox.StatusClaimed:
@@ -142,6 +143,14 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	row.LeaseUntil = fromMs(d.num(AttrLeaseUntil))
 	row.FailedAt = fromMs(d.num(AttrFailedAt))
 	row.UnsureAt = fromMs(d.num(AttrUnsureAt))
+	// redriven_at is for operators (the history's attempts count from 1
+	// again after it): a bad one is left unread, not a reason to
+	// dead-letter the row.
+	if v, ok := d.av[AttrRedrivenAt].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			row.RedrivenAt = fromMs(n)
+		}
+	}
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
 	row.StageID = d.str(AttrStageID)

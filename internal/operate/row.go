@@ -17,6 +17,10 @@ type AttemptError struct {
 	Message string    `json:"message"`
 	// Unsure says the attempt's outcome is unknown (outbox.AttemptError).
 	Unsure bool `json:"unsure"`
+	// Redriven marks the first attempt recorded after a redrive, whose
+	// fresh budget counts from 1 again: its attempt is not above the one
+	// before it.
+	Redriven bool `json:"redriven,omitempty"`
 }
 
 // Row is one row as an operator sees it: its state, group and place,
@@ -35,6 +39,7 @@ type Row struct {
 	DueAt        time.Time         `json:"due_at,omitzero"`
 	LeaseUntil   time.Time         `json:"lease_until,omitzero"`
 	FailedAt     time.Time         `json:"failed_at,omitzero"`
+	RedrivenAt   time.Time         `json:"redriven_at,omitzero"`
 	LastError    string            `json:"last_error,omitempty"`
 	Errors       []AttemptError    `json:"errors"`
 	PayloadBytes int               `json:"payload_bytes"`
@@ -57,10 +62,11 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 		Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq, Prev: row.Prev,
 		BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq}),
 		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
-		LastError: row.LastError, Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
+		RedrivenAt: row.RedrivenAt, LastError: row.LastError, Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 	}
 	for i, e := range row.Errors {
-		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure}
+		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure,
+			Redriven: i > 0 && e.Attempt <= row.Errors[i-1].Attempt}
 	}
 	if derr != nil {
 		s.Malformed = derr.Error()

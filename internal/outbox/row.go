@@ -84,6 +84,10 @@ type Row struct {
 	// for the row's life, redrives included: a request stored late can
 	// land until UnsureAt plus Policy.UnsureWait.
 	UnsureAt time.Time
+	// RedrivenAt is when an operator last redrove the row, zero if never.
+	// A redrive gives the row a fresh budget, so the attempts in Errors
+	// count from 1 again after it.
+	RedrivenAt time.Time
 	// Errors is the recent attempt history, oldest first.
 	Errors    []AttemptError
 	LastError string
