@@ -463,6 +463,18 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 	return h.movedOn
 }
 
+// doneAnyway reports whether a refused done found its row delivered all
+// the same: gone, or kept as done. A done whose answer was lost and that
+// the SDK sent again is refused so, as is one whose lease lapsed after
+// another worker delivered the row. Either way the row, whose send was
+// accepted, no longer holds its group, and the rows parked behind it go
+// on in this run (on the wake's path there is no later pass to find
+// them). A new row of the key, staged since, is neither: it is pending.
+func doneAnyway(err error) bool {
+	var c *ConflictError
+	return errors.As(err, &c) && c.Malformed == "" && (c.Current == nil || c.Current.Status == StatusDone)
+}
+
 // count records the outcome of a settling write: success adds to ok (if any),
 // a refused condition is a conflict, anything else an error.
 func (r *run) count(ctx context.Context, op, key string, err error, ok *atomic.Int64) {
@@ -626,7 +638,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		err := r.settleWrite(ctx, row, func() error { return r.store.Done(ctx, row, now) })
 		r.count(ctx, "done", row.Key, err, nil)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
-		r.settledFor(row, err == nil, false)
+		r.settledFor(row, err == nil || doneAnyway(err), false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
