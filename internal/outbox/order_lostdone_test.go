@@ -15,13 +15,13 @@ import (
 )
 
 // A done whose answer is lost has applied; the SDK sends it again, and
-// the retry is refused: the row is gone. Taken for a settle that did not
-// apply, it sent the rows parked behind the delivered row back to wait
-// for a later sweep (on the wake's path, a minute or more for a group
-// that should leave in about a second). A row that is gone, or kept as
-// done, after its send was accepted no longer holds its group, whoever
-// settled it. The group goes on in the same sweep or invocation, in
-// order.
+// the retry is refused: the row is gone (or kept as done). Taken for a
+// settle that did not apply, it released the rows parked behind the
+// delivered row. A sweep finds them again in its next pass; the wake has
+// none, and left them for the sweep: a minute or more for a group that
+// should leave in about a second. While the claim is live, such a refusal
+// can only be the run's own done, so the group goes on in the same run,
+// in order (the sweep cases guard that a sweep still does).
 func TestOrdered_ADoneWhoseAnswerWasLostLetsTheGroupGoOnInTheSameRun(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

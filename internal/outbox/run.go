@@ -463,16 +463,20 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 	return h.movedOn
 }
 
-// doneAnyway reports whether a refused done found its row delivered all
-// the same: gone, or kept as done. A done whose answer was lost and that
-// the SDK sent again is refused so, as is one whose lease lapsed after
-// another worker delivered the row. Either way the row, whose send was
-// accepted, no longer holds its group, and the rows parked behind it go
-// on in this run (on the wake's path there is no later pass to find
-// them). A new row of the key, staged since, is neither: it is pending.
-func doneAnyway(err error) bool {
+// doneAnyway reports whether a refused done was this run's own done,
+// applied: the row is gone, or kept as done, while the run's claim on it
+// is still live. The SDK sends again a done whose answer was lost, and the
+// retry is refused so. While the claim is live no other worker can have
+// touched the row, so its done is the only explanation, and the rows
+// parked behind it go on in this run (on the wake's path there is no later
+// pass to find them). Once the lease has lapsed, another worker may have
+// claimed the row and dead-lettered it with a send whose outcome is
+// unknown, and an operator purged it: the run then leaves the group to a
+// later check. A new row of the key, staged since, is pending: neither.
+func (r *run) doneAnyway(err error, row Row) bool {
 	var c *ConflictError
-	return errors.As(err, &c) && c.Malformed == "" && (c.Current == nil || c.Current.Status == StatusDone)
+	return errors.As(err, &c) && c.Malformed == "" && (c.Current == nil || c.Current.Status == StatusDone) &&
+		r.now().Before(row.LeaseUntil)
 }
 
 // count records the outcome of a settling write: success adds to ok (if any),
@@ -638,7 +642,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		err := r.settleWrite(ctx, row, func() error { return r.store.Done(ctx, row, now) })
 		r.count(ctx, "done", row.Key, err, nil)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
-		r.settledFor(row, err == nil || doneAnyway(err), false)
+		r.settledFor(row, err == nil || r.doneAnyway(err, row), false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
