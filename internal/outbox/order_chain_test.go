@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,30 +9,6 @@ import (
 
 	"github.com/outflowhq/outflow/internal/outbox"
 )
-
-// linkCount counts the Link reads of each key.
-type linkCount struct {
-	outbox.Store
-	mu    sync.Mutex
-	reads map[string]int
-}
-
-func (s *linkCount) Link(ctx context.Context, key string) (outbox.Link, error) {
-	s.mu.Lock()
-	s.reads[key]++
-	s.mu.Unlock()
-	return s.Store.Link(ctx, key)
-}
-
-func (s *linkCount) total() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.reads {
-		n += c
-	}
-	return n
-}
 
 // A group whose head is not due holds every row behind it. Only the
 // head's state can let the group go, so a sweep reads the head, and each
@@ -66,7 +41,7 @@ func TestOrdered_ASweepReadsAWaitingGroupsHeadNotEachRowBehindIt(t *testing.T) {
 			claimed, err := h.store.Claim(ctx, keys[0], h.clock.Now(), p.Lease, p.MaxAttempts)
 			require.NoError(t, err)
 			require.NoError(t, h.store.Retry(ctx, claimed, h.clock.Now().Add(time.Hour), nil))
-			counted := &linkCount{Store: h.store, reads: map[string]int{}}
+			counted := &readCounter{Store: h.store}
 			log := &sendLog{next: h.sqs}
 			e, err := outbox.New(counted, log, p, outbox.WithClock(h.clock.Now))
 			require.NoError(t, err)
@@ -74,7 +49,7 @@ func TestOrdered_ASweepReadsAWaitingGroupsHeadNotEachRowBehindIt(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, log.accepted(), "nothing goes past a head in backoff")
 			require.Equal(t, behind, res.Waiting, "%+v", res)
-			require.LessOrEqual(t, counted.total(), 4, "the sweep read the waiting rows' predecessors one by one: %v", counted.reads)
+			require.LessOrEqual(t, counted.links.Load(), int64(4), "the sweep read the waiting rows' predecessors one by one")
 
 			// Phase 2: the head falls due; one sweep delivers the group in
 			// staging order.
