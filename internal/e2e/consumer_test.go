@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -121,6 +122,11 @@ type ledger struct {
 	gaps     []gap
 	passed   []string // copies refused as ErrPassed (behind their group), and why
 	problems []string
+	// passedKeys are the keys of passed, and appliedAt when each key's
+	// effect committed (from start): a failure's diagnosis.
+	passedKeys []string
+	appliedAt  map[string]time.Duration
+	start      time.Time
 }
 
 // payload is a transfer as its row carries it.
@@ -219,6 +225,7 @@ func (l *ledger) apply(ctx context.Context, proc *process, in *consume.Inbox, m 
 			// sent after the group passed it. Neither may happen here.
 			l.mu.Lock()
 			l.passed = append(l.passed, fmt.Sprintf("%v (message %s, attempt %d, receive %d)", err, m.MessageID, m.Attempt, n))
+			l.passedKeys = append(l.passedKeys, m.Key)
 			l.mu.Unlock()
 			return err
 		}
@@ -234,6 +241,9 @@ func (l *ledger) apply(ctx context.Context, proc *process, in *consume.Inbox, m 
 	switch {
 	case err == nil:
 		l.stats.committed.Add(1)
+		l.mu.Lock()
+		l.appliedAt[m.Key] = time.Since(l.start)
+		l.mu.Unlock()
 	case errors.Is(err, consume.ErrDuplicate):
 		l.stats.duplicates.Add(1)
 		return err

@@ -144,7 +144,8 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		faults.StallClaimed: 0.003, faults.StallSend: 0.003, faults.StallSettle: 0.003,
 	})
 	clk := &clock{}
-	router, err := delivery.New(delivery.Clients{SQS: faults.SQS{Next: sqsClient, Plan: plan}}, routes, maxMessage)
+	wire := &wireLog{next: sqsClient, clock: clk.Now, start: start}
+	router, err := delivery.New(delivery.Clients{SQS: faults.SQS{Next: wire, Plan: plan}}, routes, maxMessage)
 	require.NoError(t, err)
 	policy := outbox.DefaultPolicy()
 	policy.Ordered = map[string]outbox.DeadHead{routeOrdered: outbox.DeadHeadSkip}
@@ -166,7 +167,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	// in each of two processes, each restarted when killed.
 	cplan := faults.NewPlan(seed^0x5bd1e995, map[faults.Kind]float64{killBeforeEffect: 0.02, killAfterEffect: 0.02, deleteFails: 0.05})
 	stats := &consumerStats{}
-	led := &ledger{db: db, table: ledgerTable, plan: cplan, stats: stats, want: byKey, attempts: map[string]int{}}
+	led := &ledger{db: db, table: ledgerTable, plan: cplan, stats: stats, want: byKey, attempts: map[string]int{}, appliedAt: map[string]time.Duration{}, start: start}
 	inboxes := map[string]*consume.Inbox{}
 	for route := range routes {
 		in, err := consume.NewInbox(db, consume.InboxConfig{Table: ledgerTable, Consumer: "ledger-" + strings.TrimSuffix(route, ".fifo"), TTL: 24 * time.Hour})
@@ -363,6 +364,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	gaps, passed, problems := slices.Clone(led.gaps), slices.Clone(led.passed), slices.Clone(led.problems)
 	led.mu.Unlock()
 	require.Empty(t, problems, "what the consumer received matches what was staged")
+	if len(passed) > 0 {
+		t.Log(diagnose(ctx, t, store, wire, led, groups, byKey, start))
+	}
 	// First, as a copy refused for ever holds its group back, and the
 	// ledger then misses the group's later rows.
 	slices.Sort(passed)
@@ -556,6 +560,47 @@ consumer %s`,
 	if path := os.Getenv("OUTFLOW_E2E_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
 	}
+}
+
+// diagnose tells what happened to each copy the consumer refused as
+// behind its group, and to its neighbours in the group: Outflow's sends
+// as they reached SQS, the rows as Outflow left them, and when the
+// consumer applied each.
+func diagnose(ctx context.Context, t *testing.T, store *dynamo.Store, wire *wireLog, led *ledger, groups map[string][]string, byKey map[string]transfer, start time.Time) string {
+	led.mu.Lock()
+	passedKeys := slices.Clone(led.passedKeys)
+	appliedAt := maps.Clone(led.appliedAt)
+	led.mu.Unlock()
+	slices.Sort(passedKeys)
+	var b strings.Builder
+	for _, k := range slices.Compact(passedKeys) {
+		tr := byKey[k]
+		keys := groups[tr.group][max(0, tr.place-3):min(int64(len(groups[tr.group])), tr.place+2)]
+		fmt.Fprintf(&b, "\n%s, place %d of group %s, arrived behind its group. Places %d to %d:\n", k, tr.place, tr.group, byKey[keys[0]].place, byKey[keys[len(keys)-1]].place)
+		for _, key := range keys {
+			row, err := store.Get(ctx, key)
+			switch {
+			case err != nil:
+				fmt.Fprintf(&b, "  %s: %v\n", key, err)
+			case row == nil:
+				fmt.Fprintf(&b, "  %s (place %d): done (deleted)", key, byKey[key].place)
+			default:
+				unsure := "none"
+				if !row.UnsureAt.IsZero() {
+					unsure = "clock +" + row.UnsureAt.Sub(start).String()
+				}
+				fmt.Fprintf(&b, "  %s (place %d): %s at attempt %d, unsure_at %s, errors %+v", key, byKey[key].place, row.Status, row.Attempt, unsure, row.Errors)
+			}
+			if at, ok := appliedAt[key]; ok {
+				fmt.Fprintf(&b, "; applied at %s\n", at.Round(time.Millisecond))
+			} else {
+				b.WriteString("; never applied\n")
+			}
+		}
+		b.WriteString("  sends, in the order their calls started (wall clock from the soak's start; clock from the soak's start):\n")
+		b.WriteString(wire.report(keys, start))
+	}
+	return b.String()
 }
 
 // stage is the producer's business transaction: the account's update and
