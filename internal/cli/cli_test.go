@@ -628,3 +628,35 @@ func (e *env) proxyAWS(t *testing.T, hook func(op string, body []byte)) {
 	t.Cleanup(srv.Close)
 	e.vars["AWS_ENDPOINT_URL"] = srv.URL
 }
+
+// A dead letter whose last send ended unsure (a timeout) may still land
+// until the dispatcher's unsure wait has passed since its unsure_at: a
+// purge holds it until then, reading the wait the dispatcher published,
+// else the longest any dispatcher has.
+func TestDeadPurge_HoldsADeadLetterWhoseSendMayStillLand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	unsureAt := time.Now().Add(-10 * time.Second).Truncate(time.Millisecond)
+	require.NoError(t, e.store.Stage(ctx, outbox.Row{Key: "timed-out", Queue: "orders", Payload: []byte(`{}`)}, unsureAt))
+	row, err := e.store.Claim(ctx, "timed-out", unsureAt, time.Minute, 1)
+	require.NoError(t, err)
+	row.UnsureAt = unsureAt
+	require.NoError(t, e.store.DeadLetter(ctx, row, unsureAt, []outbox.AttemptError{{At: unsureAt, Attempt: 1, Message: "send: timeout", Unsure: true}}))
+
+	// Nothing published: the longest wait any dispatcher has.
+	out := e.ok(t, "dead", "purge", "timed-out", "--yes")
+	require.Contains(t, out, "purged 0, skipped 0 (not dead letters)\nheld 1: a send of theirs ended unsure and may still land until "+unsureAt.Add(outbox.MaxUnsureWait).UTC().Format(time.RFC3339))
+	require.Equal(t, outbox.StatusFailed, e.status(t, "timed-out"))
+	var res operate.Result
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "purge", "timed-out", "--yes", "--output", "json")), &res))
+	require.Equal(t, 1, res.Held)
+
+	// The dispatcher published a wait of 5 s: 10 s on, nothing can land.
+	_, err = dynamo.Publish(ctx, awstest.DynamoDB(t), e.table, dynamo.Published{
+		Routes: map[string]string{"orders": e.orders}, Ordered: map[string]string{}, Shards: 4, MaxMessageBytes: 262144, UnsureWait: 5 * time.Second,
+	}, "outflow-sweep", time.Now())
+	require.NoError(t, err)
+	require.Contains(t, e.ok(t, "dead", "purge", "timed-out", "--yes"), "purged 1, skipped 0")
+	require.Equal(t, outbox.Status(""), e.status(t, "timed-out"))
+}

@@ -179,6 +179,9 @@ func (a *app) report(res operate.Result, past string) error {
 			of = " of those failed more than " + res.OlderThan + " ago"
 		}
 		fmt.Fprintf(w, "%s %d%s, skipped %d (not dead letters)\n", past, res.Done, of, res.Skipped)
+		if res.Held > 0 {
+			fmt.Fprintf(w, "held %d: a send of theirs ended unsure and may still land until %s; purge them after that\n", res.Held, res.HeldUntil)
+		}
 	})
 }
 
@@ -231,7 +234,10 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "purge (KEY...|--queue Q|--all) [--older-than DUR] --yes",
 		Short: "Delete dead letters for good",
-		Long:  "Purge deletes only rows that are failed, and refuses to run without --yes.",
+		Long: "Purge deletes only rows that are failed, and refuses to run without --yes. " +
+			"It holds back a dead letter a send of which ended unsure (a timeout, a crash) until no copy of it can land: " +
+			"the dispatcher's published unsure wait after its unsure_at (else the longest any dispatcher has, 21m). " +
+			"On an ordered route a purged head lets its group go at once; a copy landing later would arrive behind its successors.",
 		RunE: func(cmd *cobra.Command, keys []string) error {
 			if !yes {
 				return usagef("purge deletes dead letters for good: add --yes to confirm")
@@ -243,8 +249,12 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			wait, err := a.unsureWait(cmd.Context())
+			if err != nil {
+				return err
+			}
 			bar := &progress{w: a.stderr, label: "purge"}
-			res, err := operate.Purge(cmd.Context(), op, keys, sel.Selection, a.now(), bar.step)
+			res, err := operate.Purge(cmd.Context(), op, keys, sel.Selection, a.now(), wait, bar.step)
 			bar.finish()
 			if rerr := a.report(res, "purged"); rerr != nil {
 				return rerr

@@ -202,6 +202,20 @@ func (a *app) ordered(ctx context.Context) (map[string]outbox.DeadHead, error) {
 	return ordered, nil
 }
 
+// unsureWait is how long a purge holds back a dead letter after a send of
+// it ended unsure: the dispatcher's, as it published it, else the longest
+// any dispatcher can have (an item published before the field, or none).
+func (a *app) unsureWait(ctx context.Context) (time.Duration, error) {
+	pub, found, err := a.publishedIfAny(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !found || pub.UnsureWait <= 0 {
+		return outbox.MaxUnsureWait, nil
+	}
+	return pub.UnsureWait, nil
+}
+
 // operator opens the table for operator commands.
 func (a *app) operator(ctx context.Context) (*dynamo.Operator, error) {
 	if a.table == "" {

@@ -104,7 +104,7 @@ func (a *app) uiCommand() *cobra.Command {
 				return fmt.Errorf("ui: %w", err)
 			}
 			cfg := console.Config{
-				Operator: op, Ordered: a.ordered, DeadQueues: deadQueues, Cap: f.stats.cap, Metrics: metrics,
+				Operator: op, Ordered: a.ordered, UnsureWait: a.unsureWait, DeadQueues: deadQueues, Cap: f.stats.cap, Metrics: metrics,
 				Addr: net.JoinHostPort(host, port), ReadOnly: f.readOnly, Refresh: f.refresh, Log: telemetry.NewLogger(a.stderr, a.getenv),
 			}
 			if !local {

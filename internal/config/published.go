@@ -8,7 +8,7 @@ import (
 
 // Published is what a dispatcher with this configuration publishes in its
 // table (dynamo.Publish): its routes, ordered routes with their
-// dead-head policies, shards and message size limit.
+// dead-head policies, shards, message size limit and unsure wait.
 func (c Config) Published() dynamo.Published {
 	ordered := make(map[string]string, len(c.Policy.Ordered))
 	for route, dh := range c.Policy.Ordered {
@@ -18,5 +18,5 @@ func (c Config) Published() dynamo.Published {
 	if routes == nil {
 		routes = map[string]string{}
 	}
-	return dynamo.Published{Routes: routes, Ordered: ordered, Shards: c.Store.Shards, MaxMessageBytes: c.MaxMessageBytes}
+	return dynamo.Published{Routes: routes, Ordered: ordered, Shards: c.Store.Shards, MaxMessageBytes: c.MaxMessageBytes, UnsureWait: c.Policy.UnsureWait()}
 }

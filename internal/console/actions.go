@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outflowhq/outflow/internal/operate"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // maxKeys bounds the keys one POST names.
@@ -93,7 +94,15 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusOK, "confirm", "Confirm purge", t)
 		return
 	}
-	res, err := operate.Purge(r.Context(), s.cfg.Operator, t.Keys, sel, t.At, nil)
+	wait := outbox.MaxUnsureWait
+	if s.cfg.UnsureWait != nil {
+		var err error
+		if wait, err = s.cfg.UnsureWait(r.Context()); err != nil {
+			s.fail(w, r, "read the dispatcher's unsure wait", err)
+			return
+		}
+	}
+	res, err := operate.Purge(r.Context(), s.cfg.Operator, t.Keys, sel, t.At, wait, nil)
 	s.done(w, r, t, res, err)
 }
 

@@ -221,15 +221,20 @@ func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]Dead
 var errListed = errors.New("listed enough")
 
 // Purge deletes a dead letter that failed at or before failedBy (the
-// moment the operator saw it; zero for any). Only such rows are deleted;
-// any other, a row redriven since or one that failed again after
-// failedBy, a dead letter the operator never saw, gives a
-// *outbox.ConflictError.
-func (o *Operator) Purge(ctx context.Context, key string, failedBy time.Time) error {
+// moment the operator saw it; zero for any) and none of whose sends ended
+// unsure after unsureBy (zero for any). Only such rows are deleted; any
+// other, a row redriven since or one that failed again after failedBy, a
+// dead letter the operator never saw, one a copy of which may still
+// land, gives a *outbox.ConflictError whose Current says which.
+func (o *Operator) Purge(ctx context.Context, key string, failedBy, unsureBy time.Time) error {
 	cond := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
 	if !failedBy.IsZero() {
 		failed := expression.Name(AttrFailedAt)
 		cond = cond.And(expression.Or(expression.AttributeNotExists(failed), failed.LessThanEqual(expression.Value(failedBy.UnixMilli()))))
+	}
+	if !unsureBy.IsZero() {
+		unsure := expression.Name(AttrUnsureAt)
+		cond = cond.And(expression.Or(expression.AttributeNotExists(unsure), unsure.LessThanEqual(expression.Value(unsureBy.UnixMilli()))))
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

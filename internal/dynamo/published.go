@@ -59,6 +59,11 @@ type Published struct {
 	Shards int
 	// MaxMessageBytes is OUTFLOW_MAX_MESSAGE_BYTES.
 	MaxMessageBytes int
+	// UnsureWait is the dispatcher's outbox.Policy.UnsureWait (from its
+	// OUTFLOW_LEASE and OUTFLOW_BATCH_LINGER): how long a send that ended
+	// unsure may still land, which a purge of its dead letter waits out.
+	// Zero when the item predates it.
+	UnsureWait time.Duration
 	// Revision counts the writes of the item, from 1; PublishedAt and
 	// PublishedBy say when and by which function the last one was. Publish
 	// sets them, and Same and Diff ignore them.
@@ -90,12 +95,20 @@ func (p Published) OrderedString() string {
 }
 
 // Same reports whether p and q publish the same configuration.
-func (p Published) Same(q Published) bool { return len(p.Diff(q)) == 0 }
+func (p Published) Same(q Published) bool {
+	return len(p.Diff(q)) == 0 && ceilMs(p.UnsureWait) == ceilMs(q.UnsureWait)
+}
+
+// ceilMs is d in whole milliseconds, rounded up, as the item stores the
+// unsure wait: a wait read back is never shorter than the one written,
+// and an unchanged one compares the same after the round trip.
+func ceilMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // Diff lists how q differs from p, one line each, sorted: a route only
 // one of them has or that they send to different targets, an ordered
 // route they disagree on, the shards and the message size limit. p is
-// "published", q "here".
+// "published", q "here". The unsure wait is no setting a producer or a
+// command gives, so it is not compared.
 func (p Published) Diff(q Published) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(union(p.Routes, q.Routes))) {
@@ -232,6 +245,9 @@ func encodePublished(p Published) map[string]types.AttributeValue {
 	if p.PublishedBy != "" {
 		item[AttrPublishedBy] = &types.AttributeValueMemberS{Value: p.PublishedBy}
 	}
+	if p.UnsureWait > 0 {
+		item[AttrUnsureWait] = num(ceilMs(p.UnsureWait))
+	}
 	return item
 }
 
@@ -275,6 +291,11 @@ func decodePublished(item map[string]types.AttributeValue) (Published, error) {
 	p.Revision, p.PublishedAt = getNum(AttrRevision), time.UnixMilli(getNum(AttrPublishedAt))
 	if by, ok := item[AttrPublishedBy].(*types.AttributeValueMemberS); ok {
 		p.PublishedBy = by.Value
+	}
+	if _, ok := item[AttrUnsureWait]; ok {
+		if ms := getNum(AttrUnsureWait); ms > 0 {
+			p.UnsureWait = time.Duration(ms) * time.Millisecond
+		}
 	}
 	return p, errors.Join(errs...)
 }

@@ -49,7 +49,7 @@ func (p *publishAPI) take() int {
 func published() dynamo.Published {
 	return dynamo.Published{
 		Routes:  map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/123456789012/orders"},
-		Ordered: map[string]string{}, Shards: 4, MaxMessageBytes: 262144,
+		Ordered: map[string]string{}, Shards: 4, MaxMessageBytes: 262144, UnsureWait: 159333 * time.Millisecond,
 	}
 }
 
@@ -100,6 +100,19 @@ func TestPublish_WritesOnlyWhenTheConfigurationChanged(t *testing.T) {
 		`route "events.fifo": published (https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo), missing here`,
 		`ordered route "events.fifo": published skip, here unordered`,
 	}, got.Diff(first))
+
+	// A longer lease (a longer unsure wait) is written too, though no
+	// producer or command compares it.
+	longer := changed
+	longer.UnsureWait = 20*time.Minute + time.Minute
+	wrote, err = dynamo.Publish(ctx, api, table, longer, "sweep", t0.Add(2*time.Hour))
+	require.NoError(t, err)
+	require.True(t, wrote)
+	require.Equal(t, 1, api.take())
+	got, err = dynamo.ReadPublished(ctx, api, table)
+	require.NoError(t, err)
+	require.Equal(t, longer.UnsureWait, got.UnsureWait)
+	require.Empty(t, got.Diff(changed))
 }
 
 func TestPublish_ARacingPublisherIsComparedNotOverwrittenBlindly(t *testing.T) {

@@ -70,6 +70,10 @@ const (
 	AttrRevision        = "revision"
 	AttrPublishedAt     = "published_at"
 	AttrPublishedBy     = "published_by"
+	// AttrUnsureWait (N, ms) is the dispatcher's outbox.Policy.UnsureWait:
+	// how long after a send ended unsure a copy of it may still land,
+	// which a purge waits out. Items published before it have none.
+	AttrUnsureWait = "unsure_wait_ms"
 )
 
 // Index names.
@@ -141,6 +145,7 @@ var Table = Schema{
 			AttrFormat: types.ScalarAttributeTypeN, AttrShards: types.ScalarAttributeTypeN,
 			AttrMaxMessageBytes: types.ScalarAttributeTypeN, AttrRevision: types.ScalarAttributeTypeN,
 			AttrPublishedAt: types.ScalarAttributeTypeN, AttrPublishedBy: types.ScalarAttributeTypeS,
+			AttrUnsureWait: types.ScalarAttributeTypeN,
 		},
 		Maps: []string{AttrRoutes, AttrOrdered},
 	},

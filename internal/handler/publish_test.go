@@ -49,6 +49,7 @@ func TestHandlers_PublishTheirConfigurationOncePerChange(t *testing.T) {
 	require.Equal(t, map[string]string{}, pub.Ordered)
 	require.Equal(t, 4, pub.Shards)
 	require.Equal(t, 262144, pub.MaxMessageBytes)
+	require.Equal(t, 159334*time.Millisecond, pub.UnsureWait, "the default lease's: (5m − 2s) / 3 + 1m, rounded up to the millisecond")
 	require.Equal(t, "outflow-sweep", pub.PublishedBy)
 	require.Equal(t, int64(1), pub.Revision)
 

@@ -43,20 +43,42 @@ func EachKey(ctx context.Context, op *dynamo.Operator, keys []string, sel Select
 
 // Result is what a redrive or purge did.
 type Result struct {
-	Action  string   `json:"action"`
-	DryRun  bool     `json:"dry_run,omitempty"`
-	Done    int      `json:"done"`
-	Skipped int      `json:"skipped"`
-	Keys    []string `json:"keys,omitempty"`
+	Action  string `json:"action"`
+	DryRun  bool   `json:"dry_run,omitempty"`
+	Done    int    `json:"done"`
+	Skipped int    `json:"skipped"`
+	// Held counts the dead letters a purge left because a send of theirs
+	// may still land (see HeldError); HeldUntil is when the last of those
+	// windows closes, RFC 3339.
+	Held      int      `json:"held,omitempty"`
+	HeldUntil string   `json:"held_until,omitempty"`
+	Keys      []string `json:"keys,omitempty"`
 	// OlderThan is --older-than, when given: younger dead letters were
 	// not selected, and the report says so rather than let a 0 look like
 	// an empty table.
 	OlderThan string `json:"older_than,omitempty"`
 }
 
+// HeldError is a purge that did not delete a dead letter because a send
+// of it ended unsure (its outcome unknown: a timeout, a crash) too
+// recently: a copy may still land until Until. On an ordered route a
+// purged head lets its group go at once, and that copy would land behind
+// its successors; the dispatcher itself waits the same window before
+// passing an unsure dead head under skip.
+type HeldError struct {
+	Key   string
+	Until time.Time
+}
+
+// Error says which row and until when.
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%s: held: a send of it may still land until %s", e.Key, e.Until.UTC().Format(time.RFC3339))
+}
+
 // Apply runs act on every key each gives (8 at a time, as each reads
 // them), counting refused writes as skipped (the row was not a dead
-// letter), and calls step after each key, under a lock. The keys stream
+// letter) and HeldErrors as held, and calls step after each key, under a
+// lock. The keys stream
 // from each to the workers: memory stays the same whatever their number.
 // An error reading the keys stops the run; errors of act do not.
 func Apply(ctx context.Context, action string, each func(fn func(string) error) error, act func(context.Context, string) error, step func()) (Result, error) {
@@ -71,9 +93,15 @@ func Apply(ctx context.Context, action string, each func(fn func(string) error) 
 				err := act(ctx, k)
 				mu.Lock()
 				var conflict *outbox.ConflictError
+				var held *HeldError
 				switch {
 				case err == nil:
 					res.Done++
+				case errors.As(err, &held):
+					res.Held++
+					if until := held.Until.UTC().Format(time.RFC3339); until > res.HeldUntil {
+						res.HeldUntil = until
+					}
 				case errors.As(err, &conflict):
 					res.Skipped++
 				default:
@@ -112,10 +140,26 @@ func Redrive(ctx context.Context, op *dynamo.Operator, keys []string, sel Select
 
 // Purge deletes the rows named that are failed, and failed at or before
 // now (the moment the operator chose them): the conditional delete of
-// dynamo.Operator.Purge. A row that failed again since is skipped.
-func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, step func()) (Result, error) {
+// dynamo.Operator.Purge. A row that failed again since is skipped. A row
+// a send of which ended unsure less than unsureWait before now (the
+// dispatcher's outbox.Policy.UnsureWait, from its published configuration,
+// else outbox.MaxUnsureWait) is held: not deleted, counted apart, to be
+// purged once the window has passed.
+func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, unsureWait time.Duration, step func()) (Result, error) {
 	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
-	res, err := Apply(ctx, "purge", each, func(ctx context.Context, k string) error { return op.Purge(ctx, k, now) }, step)
+	unsureBy := now.Add(-unsureWait)
+	res, err := Apply(ctx, "purge", each, func(ctx context.Context, k string) error {
+		err := op.Purge(ctx, k, now, unsureBy)
+		var conflict *outbox.ConflictError
+		if errors.As(err, &conflict) {
+			// Refused: held only if the unsure send is the sole reason (a
+			// row that failed again since the operator chose it is skipped).
+			if cur := conflict.Current; cur != nil && cur.Status == outbox.StatusFailed && !cur.FailedAt.After(now) && cur.UnsureAt.After(unsureBy) {
+				return &HeldError{Key: k, Until: cur.UnsureAt.Add(unsureWait)}
+			}
+		}
+		return err
+	}, step)
 	if sel.OlderThan > 0 {
 		res.OlderThan = sel.OlderThan.String()
 	}

@@ -72,6 +72,10 @@ const (
 	// MaxHeadWait is the longest HeadWait: a wake waiting longer costs
 	// more than the sweep that would deliver the row anyway.
 	MaxHeadWait = time.Minute
+	// MaxUnsureWait is the longest UnsureWait any valid policy gives (a
+	// CallTimeout is at most a third of MaxLease): what a purge waits out
+	// when it cannot read the dispatcher's own.
+	MaxUnsureWait = MaxLease/3 + UnsureMargin
 )
 
 // DefaultPolicy returns the documented defaults.

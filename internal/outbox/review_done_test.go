@@ -125,11 +125,13 @@ func TestReviewDone_ARefusedDoneWithTheHeadClaimedElsewhereHoldsTheGroup(t *test
 // operator purges the dead letter. A's Done is refused: gone. Does A send
 // the successor while B's unsure copy of the head may still land?
 //
-// Only the wake's path is checked here. A sweep's later pass reads the
-// head gone and sends the successor all the same, with or without the
-// refused done: a purge lets a group go at once, even within UnsureWait
-// of an unsure send of the purged row (docs/cli.md, "Blocked ordered
-// groups", says to wait that long; Purge does not enforce it yet).
+// Only the wake's path is checked here, with the purge forced past its
+// hold (dynamo.Operator.Purge with no bounds). A sweep's later pass reads
+// the head gone and sends the successor all the same, with or without the
+// refused done: a purge lets a group go at once. That is why
+// operate.Purge, behind outflow dead purge and the console, holds a dead
+// letter within UnsureWait of an unsure send
+// (TestOrdered_APurgeHoldsAnUnsureDeadHeadUntilNoCopyOfItCanLand).
 func TestReviewDone_APurgedUnsureDeadHeadAndAStaleDone(t *testing.T) {
 	t.Parallel()
 	for _, wake := range []bool{true} {
@@ -152,7 +154,7 @@ func TestReviewDone_APurgedUnsureDeadHeadAndAStaleDone(t *testing.T) {
 				require.NoError(t, h.store.DeadLetter(ctx, b, unsureAt, hist))
 				op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 				require.NoError(t, err)
-				require.NoError(t, op.Purge(ctx, keys[0], time.Time{}))
+				require.NoError(t, op.Purge(ctx, keys[0], time.Time{}, time.Time{}))
 			})
 			var c *outbox.ConflictError
 			require.ErrorAs(t, st.doneErr(), &c)

@@ -1,0 +1,109 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/operate"
+	"github.com/outflowhq/outflow/internal/outbox"
+)
+
+// A purged dead letter no longer holds its group: the next sweep reads it
+// gone and sends its successor. A head whose last send ended unsure (a
+// timeout: SQS may store the request after the client gave up) may still
+// land until UnsureWait after its unsure_at; purged within that window,
+// that copy would land behind its successor. An adversarial review
+// (session 6) broke the sweep this way; the purge now holds such a row.
+func TestOrdered_APurgeHoldsAnUnsureDeadHeadUntilNoCopyOfItCanLand(t *testing.T) {
+	t.Parallel()
+	for _, dh := range []outbox.DeadHead{outbox.DeadHeadSkip, outbox.DeadHeadBlock} {
+		t.Run(string(dh), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			h := newHarnessShards(t, 1)
+			keys := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
+			p := orderedPolicy(dh)
+			p.MaxAttempts = 1
+			op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
+			require.NoError(t, err)
+
+			// The head's only attempt timed out on the client and was
+			// dead-lettered, unsure.
+			head, err := h.store.Claim(ctx, keys[0], h.clock.Now(), p.Lease, p.MaxAttempts)
+			require.NoError(t, err)
+			unsureAt := h.clock.Now()
+			head.UnsureAt = unsureAt
+			hist := []outbox.AttemptError{{At: unsureAt, Attempt: head.Attempt, Message: "send: timeout", Unsure: true}}
+			require.NoError(t, h.store.DeadLetter(ctx, head, unsureAt, hist))
+			log := &sendLog{next: h.sqs}
+			sweep := func() {
+				t.Helper()
+				_, err := h.engine(t, p, log).Sweep(ctx)
+				require.NoError(t, err)
+			}
+
+			// Within the window the purge holds the head, and the group
+			// waits.
+			h.clock.Advance(p.UnsureWait() - time.Second)
+			res, err := operate.Purge(ctx, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait(), nil)
+			require.NoError(t, err)
+			require.Equal(t, operate.Result{Action: "purge", Held: 1, HeldUntil: unsureAt.Add(p.UnsureWait()).UTC().Format(time.RFC3339)}, res)
+			require.Equal(t, outbox.StatusFailed, h.row(t, keys[0]).Status, "the held head is still a dead letter")
+			sweep()
+			require.Empty(t, log.accepted()["g"], "the successor went while a copy of its head may still land")
+
+			// Past it, the purge goes, and so does the group.
+			h.clock.Advance(time.Second)
+			res, err = operate.Purge(ctx, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait(), nil)
+			require.NoError(t, err)
+			require.Equal(t, operate.Result{Action: "purge", Done: 1}, res)
+			h.gone(t, keys[0])
+			sweep()
+			require.Equal(t, keys[1:], log.accepted()["g"])
+		})
+	}
+}
+
+// A purge holds a dead letter only for an unsure send: one whose sends all
+// failed for certain (refused, too large), or that failed again after the
+// operator chose it, is purged or skipped as before.
+func TestPurge_HoldsOnlyWhatAnUnsureSendMayStillReach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarnessShards(t, 1)
+	p := testPolicy()
+	p.MaxAttempts = 1
+	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
+	require.NoError(t, err)
+	dead := func(key string, unsure bool) time.Time {
+		t.Helper()
+		h.stage(t, outbox.Row{Key: key, Queue: "q", Payload: []byte(`{}`)})
+		row, err := h.store.Claim(ctx, key, h.clock.Now(), p.Lease, p.MaxAttempts)
+		require.NoError(t, err)
+		now := h.clock.Now()
+		if unsure {
+			row.UnsureAt = now
+		}
+		require.NoError(t, h.store.DeadLetter(ctx, row, now, []outbox.AttemptError{{At: now, Attempt: 1, Message: "x", Unsure: unsure}}))
+		return now
+	}
+	dead("definite", false)
+	dead("old-unsure", true)
+	h.clock.Advance(p.UnsureWait())
+	chosen := h.clock.Now()
+	at := dead("fresh-unsure", true)
+	h.clock.Advance(time.Second)
+	dead("failed-after", true) // failed after the operator chose: skipped, not held
+
+	res, err := operate.Purge(ctx, op, []string{"definite", "old-unsure", "fresh-unsure", "failed-after", "missing"}, operate.Selection{}, chosen.Add(time.Millisecond), p.UnsureWait(), nil)
+	require.NoError(t, err)
+	require.Equal(t, operate.Result{Action: "purge", Done: 2, Skipped: 2, Held: 1, HeldUntil: at.Add(p.UnsureWait()).UTC().Format(time.RFC3339)}, res)
+	h.gone(t, "definite")
+	h.gone(t, "old-unsure")
+	require.Equal(t, outbox.StatusFailed, h.row(t, "fresh-unsure").Status)
+}
