@@ -20,6 +20,9 @@ type publishedView struct {
 	Revision        int64             `json:"revision"`
 	PublishedAt     time.Time         `json:"published_at"`
 	PublishedBy     string            `json:"published_by,omitempty"`
+	// UnsureWaitMs is how long a purge holds a dead letter after an
+	// unsure send of it; absent from an item published before it.
+	UnsureWaitMs int64 `json:"unsure_wait_ms,omitempty"`
 }
 
 func (a *app) configCommand() *cobra.Command {
@@ -47,14 +50,17 @@ func (a *app) configCommand() *cobra.Command {
 				return fmt.Errorf("table %s: no dispatcher configuration published yet (the sweep and wake functions publish it at their first invocation)", a.table)
 			}
 			v := publishedView{Table: a.table, Routes: pub.Routes, Ordered: pub.Ordered, Shards: pub.Shards, MaxMessageBytes: pub.MaxMessageBytes,
-				Revision: pub.Revision, PublishedAt: pub.PublishedAt.UTC(), PublishedBy: pub.PublishedBy}
+				Revision: pub.Revision, PublishedAt: pub.PublishedAt.UTC(), PublishedBy: pub.PublishedBy, UnsureWaitMs: pub.UnsureWait.Milliseconds()}
 			return a.emit(v, func(w io.Writer) {
 				fmt.Fprintln(w, "ROUTE\tTARGET\tORDERED")
 				for _, name := range slices.Sorted(maps.Keys(pub.Routes)) {
 					fmt.Fprintf(w, "%s\t%s\t%s\n", name, pub.Routes[name], orDash(pub.Ordered[name]))
 				}
-				fmt.Fprintf(w, "\nshards\t%d\nmax message bytes\t%d\nrevision\t%d\npublished\t%s by %s\n",
-					pub.Shards, pub.MaxMessageBytes, pub.Revision, pub.PublishedAt.UTC().Format(time.RFC3339), orDash(pub.PublishedBy))
+				fmt.Fprintf(w, "\nshards\t%d\nmax message bytes\t%d\n", pub.Shards, pub.MaxMessageBytes)
+				if pub.UnsureWait > 0 {
+					fmt.Fprintf(w, "unsure wait\t%s (a purge holds a dead letter this long after an unsure send of it)\n", pub.UnsureWait)
+				}
+				fmt.Fprintf(w, "revision\t%d\npublished\t%s by %s\n", pub.Revision, pub.PublishedAt.UTC().Format(time.RFC3339), orDash(pub.PublishedBy))
 			})
 		},
 	}

@@ -24,7 +24,7 @@ func (e *env) publish(t *testing.T, extra map[string]string) (events string) {
 		routes[k] = v
 	}
 	_, err := dynamo.Publish(context.Background(), awstest.DynamoDB(t), e.table, dynamo.Published{
-		Routes: routes, Ordered: map[string]string{"events.fifo": "block"}, Shards: 4, MaxMessageBytes: 262144,
+		Routes: routes, Ordered: map[string]string{"events.fifo": "block"}, Shards: 4, MaxMessageBytes: 262144, UnsureWait: 159334 * time.Millisecond,
 	}, "outflow-sweep", time.Now())
 	require.NoError(t, err)
 	return events
@@ -42,6 +42,7 @@ func TestConfig_PrintsThePublishedConfiguration(t *testing.T) {
 	require.Regexp(t, `events\.fifo\s+`+events+`\s+block`, out)
 	require.Regexp(t, `orders\s+`+e.orders+`\s+-`, out)
 	require.Regexp(t, `shards\s+4`, out)
+	require.Regexp(t, `unsure wait\s+2m39.334s \(a purge holds`, out)
 	require.Contains(t, out, "by outflow-sweep")
 
 	var v struct {
@@ -52,6 +53,7 @@ func TestConfig_PrintsThePublishedConfiguration(t *testing.T) {
 		MaxMessageBytes int               `json:"max_message_bytes"`
 		Revision        int64             `json:"revision"`
 		PublishedBy     string            `json:"published_by"`
+		UnsureWaitMs    int64             `json:"unsure_wait_ms"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "config", "--output", "json")), &v))
 	require.Equal(t, e.table, v.Table)
@@ -61,6 +63,7 @@ func TestConfig_PrintsThePublishedConfiguration(t *testing.T) {
 	require.Equal(t, 262144, v.MaxMessageBytes)
 	require.Equal(t, int64(1), v.Revision)
 	require.Equal(t, "outflow-sweep", v.PublishedBy)
+	require.Equal(t, int64(159334), v.UnsureWaitMs)
 
 	// The item is no row: stats and dead list count none.
 	var st struct {
