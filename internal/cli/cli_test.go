@@ -637,7 +637,7 @@ func TestDeadPurge_HoldsADeadLetterWhoseSendMayStillLand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
-	unsureAt := time.Now().Add(-10 * time.Second).Truncate(time.Millisecond)
+	unsureAt := time.Now().Add(-2 * time.Minute).Truncate(time.Millisecond)
 	require.NoError(t, e.store.Stage(ctx, outbox.Row{Key: "timed-out", Queue: "orders", Payload: []byte(`{}`)}, unsureAt))
 	row, err := e.store.Claim(ctx, "timed-out", unsureAt, time.Minute, 1)
 	require.NoError(t, err)
@@ -646,17 +646,27 @@ func TestDeadPurge_HoldsADeadLetterWhoseSendMayStillLand(t *testing.T) {
 
 	// Nothing published: the longest wait any dispatcher has.
 	out := e.ok(t, "dead", "purge", "timed-out", "--yes")
-	require.Contains(t, out, "purged 0, skipped 0 (not dead letters)\nheld 1: a send of theirs ended unsure and may still land until "+unsureAt.Add(outbox.MaxUnsureWait).UTC().Format(time.RFC3339))
+	require.Contains(t, out, "purged 0, skipped 0 (not dead letters)\nheld 1: a send of theirs ended unsure and may still land until "+unsureAt.Add(outbox.MaxUnsureWait+time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
 	require.Equal(t, outbox.StatusFailed, e.status(t, "timed-out"))
 	var res operate.Result
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "purge", "timed-out", "--yes", "--output", "json")), &res))
 	require.Equal(t, 1, res.Held)
 
-	// The dispatcher published a wait of 5 s: 10 s on, nothing can land.
-	_, err = dynamo.Publish(ctx, awstest.DynamoDB(t), e.table, dynamo.Published{
-		Routes: map[string]string{"orders": e.orders}, Ordered: map[string]string{}, Shards: 4, MaxMessageBytes: 262144, UnsureWait: 5 * time.Second,
-	}, "outflow-sweep", time.Now())
-	require.NoError(t, err)
+	// A published wait no dispatcher can have (under CallTimeout's least,
+	// 1 s, plus a minute) is not trusted: still the longest.
+	publish := func(wait time.Duration) {
+		t.Helper()
+		_, err = dynamo.Publish(ctx, awstest.DynamoDB(t), e.table, dynamo.Published{
+			Routes: map[string]string{"orders": e.orders}, Ordered: map[string]string{}, Shards: 4, MaxMessageBytes: 262144, UnsureWait: wait,
+		}, "outflow-sweep", time.Now())
+		require.NoError(t, err)
+	}
+	publish(5 * time.Second)
+	require.Contains(t, e.ok(t, "dead", "purge", "timed-out", "--yes"), "held 1")
+
+	// The dispatcher published the shortest wait, 61 s: 2 min on, nothing
+	// can land.
+	publish(outbox.MinUnsureWait)
 	require.Contains(t, e.ok(t, "dead", "purge", "timed-out", "--yes"), "purged 1, skipped 0")
 	require.Equal(t, outbox.Status(""), e.status(t, "timed-out"))
 }

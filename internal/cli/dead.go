@@ -180,7 +180,7 @@ func (a *app) report(res operate.Result, past string) error {
 		}
 		fmt.Fprintf(w, "%s %d%s, skipped %d (not dead letters)\n", past, res.Done, of, res.Skipped)
 		if res.Held > 0 {
-			fmt.Fprintf(w, "held %d: a send of theirs ended unsure and may still land until %s; purge them after that\n", res.Held, res.HeldUntil)
+			fmt.Fprintf(w, "held %d: a send of theirs ended unsure and may still land until %s; purge them after that\n", res.Held, res.HeldUntil.Format(time.RFC3339))
 		}
 	})
 }
@@ -249,12 +249,13 @@ func (a *app) deadPurgeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			wait, err := a.unsureWait(cmd.Context())
+			published, err := a.unsureWait(cmd.Context())
 			if err != nil {
 				return err
 			}
 			bar := &progress{w: a.stderr, label: "purge"}
-			res, err := operate.Purge(cmd.Context(), op, keys, sel.Selection, a.now(), wait, bar.step)
+			now := a.now()
+			res, err := operate.Purge(cmd.Context(), op, keys, sel.Selection, now, operate.Hold{Now: now, Wait: operate.HoldWait(published)}, bar.step)
 			bar.finish()
 			if rerr := a.report(res, "purged"); rerr != nil {
 				return rerr

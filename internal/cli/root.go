@@ -202,18 +202,12 @@ func (a *app) ordered(ctx context.Context) (map[string]outbox.DeadHead, error) {
 	return ordered, nil
 }
 
-// unsureWait is how long a purge holds back a dead letter after a send of
-// it ended unsure: the dispatcher's, as it published it, else the longest
-// any dispatcher can have (an item published before the field, or none).
+// unsureWait is the unsure wait the dispatcher published, zero if none
+// (an item published before the field, or none): operate.HoldWait turns
+// it into the wait a purge holds for.
 func (a *app) unsureWait(ctx context.Context) (time.Duration, error) {
-	pub, found, err := a.publishedIfAny(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if !found || pub.UnsureWait <= 0 {
-		return outbox.MaxUnsureWait, nil
-	}
-	return pub.UnsureWait, nil
+	pub, _, err := a.publishedIfAny(ctx)
+	return pub.UnsureWait, err
 }
 
 // operator opens the table for operator commands.

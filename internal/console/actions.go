@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/outflowhq/outflow/internal/operate"
-	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // maxKeys bounds the keys one POST names.
@@ -94,15 +93,18 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusOK, "confirm", "Confirm purge", t)
 		return
 	}
-	wait := outbox.MaxUnsureWait
+	var published time.Duration
 	if s.cfg.UnsureWait != nil {
 		var err error
-		if wait, err = s.cfg.UnsureWait(r.Context()); err != nil {
+		if published, err = s.cfg.UnsureWait(r.Context()); err != nil {
 			s.fail(w, r, "read the dispatcher's unsure wait", err)
 			return
 		}
 	}
-	res, err := operate.Purge(r.Context(), s.cfg.Operator, t.Keys, sel, t.At, wait, nil)
+	// The rows are those dead when the confirmation was shown (t.At); the
+	// wait counts to the press, however late.
+	hold := operate.Hold{Now: s.cfg.Now(), Wait: operate.HoldWait(published)}
+	res, err := operate.Purge(r.Context(), s.cfg.Operator, t.Keys, sel, t.At, hold, nil)
 	s.done(w, r, t, res, err)
 }
 

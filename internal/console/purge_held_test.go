@@ -24,8 +24,9 @@ func TestPurge_HoldsADeadLetterWhoseSendMayStillLandAndSaysUntilWhen(t *testing.
 		purged bool
 	}{
 		{"nothing published: the longest wait", 0, false},
-		{"within the dispatcher's wait", time.Hour, false},
-		{"past the dispatcher's wait", 5 * time.Second, true},
+		{"within the dispatcher's wait", 20 * time.Minute, false},
+		{"past the dispatcher's wait", outbox.MinUnsureWait, true},
+		{"a wait no dispatcher has: the longest", 5 * time.Second, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -34,7 +35,7 @@ func TestPurge_HoldsADeadLetterWhoseSendMayStillLandAndSaysUntilWhen(t *testing.
 					c.UnsureWait = func(context.Context) (time.Duration, error) { return tt.wait, nil }
 				}
 			})
-			unsureAt := time.Now().Add(-10 * time.Second).Truncate(time.Millisecond)
+			unsureAt := time.Now().Add(-2 * time.Minute).Truncate(time.Millisecond)
 			row := deadRow("late", "q.fifo", unsureAt, []byte("x"))
 			row.Group, row.UnsureAt = "g", unsureAt
 			row.Errors[0].Unsure = true
@@ -48,11 +49,11 @@ func TestPurge_HoldsADeadLetterWhoseSendMayStillLandAndSaysUntilWhen(t *testing.
 				return
 			}
 			wait := tt.wait
-			if wait == 0 {
+			if wait < outbox.MinUnsureWait {
 				wait = outbox.MaxUnsureWait
 			}
 			require.Contains(t, body, "Purged 0, skipped 0")
-			require.Contains(t, body, `id="held">Held 1: a send of theirs ended unsure and may still land until `+unsureAt.Add(wait).UTC().Format(time.RFC3339))
+			require.Contains(t, body, `id="held">Held 1: a send of theirs ended unsure and may still land until `+unsureAt.Add(wait+time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
 			require.Equal(t, outbox.StatusFailed, r.status(t, "late"))
 		})
 	}

@@ -37,9 +37,9 @@ type Config struct {
 	// policies, as the CLI does (flag, environment, else published),
 	// for each page that says which dead letters block their group.
 	Ordered func(context.Context) (map[string]outbox.DeadHead, error)
-	// UnsureWait reads how long a purge holds back a dead letter after a
-	// send of it ended unsure, as the CLI does (operate.Purge); nil means
-	// outbox.MaxUnsureWait.
+	// UnsureWait reads the unsure wait the dispatcher published (zero:
+	// none), which a purge holds a dead letter for after a send of it ended
+	// unsure (operate.HoldWait); nil means none.
 	UnsureWait func(context.Context) (time.Duration, error)
 	// DeadQueues and Cap are the dead queues the overview counts and the
 	// cap on each count, as outflow stats takes them.

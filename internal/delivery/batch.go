@@ -2,8 +2,12 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/outflowhq/outflow/internal/outbox"
 	"github.com/outflowhq/outflow/internal/target"
@@ -93,6 +97,25 @@ func inBatches[E any](ctx context.Context, rows []outbox.Row, parts []part[E], m
 // answer leaves out gets a transient error: it may or may not have been
 // sent, and a retry is a duplicate at worst.
 type answers map[string]error
+
+// unsureAfterRetry turns the refusals in an answer to a call the SDK sent
+// more than once (md: the output's ResultMetadata) into failures of
+// unknown outcome. The answer is the last try's: an earlier try may have
+// reached the service, and been stored, before it failed as a whole (a
+// 5xx, a reset connection). Only a refusal of the message itself
+// (permanent: the same content is refused on every try) stays definite.
+func (got answers) unsureAfterRetry(md middleware.Metadata) {
+	res, ok := retry.GetAttemptResults(md)
+	if !ok || len(res.Results) <= 1 {
+		return
+	}
+	for id, err := range got {
+		var refused *outbox.RefusedError
+		if err != nil && !outbox.IsPermanent(err) && errors.As(err, &refused) {
+			got[id] = fmt.Errorf("%w (the answer to try %d of the call: an earlier try may have stored it)", refused.Err, len(res.Results))
+		}
+	}
+}
 
 // apply writes each part's outcome into errs.
 func applyAnswers[E any](errs []error, batch []part[E], got answers, target string) {

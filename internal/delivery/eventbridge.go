@@ -70,6 +70,7 @@ func toEventBridge(ctx context.Context, api EventBridgeAPI, t Target, rows []out
 			}
 			got[batch[i].id()] = err
 		}
+		got.unsureAfterRetry(out.ResultMetadata)
 		applyAnswers(errs, batch, got, "eventbridge")
 	})
 }

@@ -35,6 +35,7 @@ func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxByte
 		for _, f := range out.Failed {
 			got[aws.ToString(f.Id)] = refused("sns", f.Code, f.Message, f.SenderFault)
 		}
+		got.unsureAfterRetry(out.ResultMetadata)
 		applyAnswers(errs, batch, got, "sns")
 	})
 }

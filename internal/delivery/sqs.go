@@ -38,6 +38,7 @@ func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxByte
 		for _, f := range out.Failed {
 			got[aws.ToString(f.Id)] = refused("sqs", f.Code, f.Message, f.SenderFault)
 		}
+		got.unsureAfterRetry(out.ResultMetadata)
 		applyAnswers(errs, batch, got, "sqs")
 	})
 }

@@ -220,21 +220,33 @@ func (o *Operator) ListDead(ctx context.Context, q DeadQuery, limit int) ([]Dead
 // errListed stops a listing that has what it needs.
 var errListed = errors.New("listed enough")
 
+// UnsureBound is which dead letters a purge holds back for an unsure
+// send: those whose unsure_at is after By, unless it is after Implausible
+// (no dispatcher's clock runs that far ahead) or not a number. The zero
+// value holds none.
+type UnsureBound struct{ By, Implausible time.Time }
+
 // Purge deletes a dead letter that failed at or before failedBy (the
-// moment the operator saw it; zero for any) and none of whose sends ended
-// unsure after unsureBy (zero for any). Only such rows are deleted; any
-// other, a row redriven since or one that failed again after failedBy, a
-// dead letter the operator never saw, one a copy of which may still
-// land, gives a *outbox.ConflictError whose Current says which.
-func (o *Operator) Purge(ctx context.Context, key string, failedBy, unsureBy time.Time) error {
+// moment the operator saw it; zero for any) and that unsure does not hold
+// back. Only such rows are deleted; any other, a row redriven since or
+// one that failed again after failedBy, a dead letter the operator never
+// saw, one a copy of which may still land, gives a *outbox.ConflictError
+// whose Current says which.
+func (o *Operator) Purge(ctx context.Context, key string, failedBy time.Time, unsure UnsureBound) error {
 	cond := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
 	if !failedBy.IsZero() {
 		failed := expression.Name(AttrFailedAt)
 		cond = cond.And(expression.Or(expression.AttributeNotExists(failed), failed.LessThanEqual(expression.Value(failedBy.UnixMilli()))))
 	}
-	if !unsureBy.IsZero() {
-		unsure := expression.Name(AttrUnsureAt)
-		cond = cond.And(expression.Or(expression.AttributeNotExists(unsure), unsure.LessThanEqual(expression.Value(unsureBy.UnixMilli()))))
+	if !unsure.By.IsZero() {
+		at := expression.Name(AttrUnsureAt)
+		// The type test comes first: a comparison of a string with a
+		// number is no condition moto can evaluate.
+		free := expression.Or(expression.AttributeNotExists(at), expression.Not(at.AttributeType(expression.Number)), at.LessThanEqual(expression.Value(unsure.By.UnixMilli())))
+		if !unsure.Implausible.IsZero() {
+			free = free.Or(at.GreaterThan(expression.Value(unsure.Implausible.UnixMilli())))
+		}
+		cond = cond.And(free)
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

@@ -49,10 +49,10 @@ type Result struct {
 	Skipped int    `json:"skipped"`
 	// Held counts the dead letters a purge left because a send of theirs
 	// may still land (see HeldError); HeldUntil is when the last of those
-	// windows closes, RFC 3339.
-	Held      int      `json:"held,omitempty"`
-	HeldUntil string   `json:"held_until,omitempty"`
-	Keys      []string `json:"keys,omitempty"`
+	// windows closes, rounded up to the second.
+	Held      int       `json:"held,omitempty"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
+	Keys      []string  `json:"keys,omitempty"`
 	// OlderThan is --older-than, when given: younger dead letters were
 	// not selected, and the report says so rather than let a 0 look like
 	// an empty table.
@@ -99,7 +99,8 @@ func Apply(ctx context.Context, action string, each func(fn func(string) error) 
 					res.Done++
 				case errors.As(err, &held):
 					res.Held++
-					if until := held.Until.UTC().Format(time.RFC3339); until > res.HeldUntil {
+					// Rounded up: a purge at the time reported goes.
+					if until := held.Until.Add(time.Second - 1).Truncate(time.Second).UTC(); until.After(res.HeldUntil) {
 						res.HeldUntil = until
 					}
 				case errors.As(err, &conflict):
@@ -138,24 +139,48 @@ func Redrive(ctx context.Context, op *dynamo.Operator, keys []string, sel Select
 	return Apply(ctx, "redrive", each, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) }, step)
 }
 
+// Hold is how a purge holds back dead letters a late copy of which may
+// still land: those a send of which ended unsure (unsure_at) less than Wait
+// before Now.
+type Hold struct {
+	// Now is when the purge runs (not when the operator chose the rows:
+	// a confirmation pressed late counts from the press).
+	Now time.Time
+	// Wait is the dispatcher's outbox.Policy.UnsureWait (see HoldWait).
+	Wait time.Duration
+}
+
+// HoldWait is the wait a purge holds for, given the one the dispatcher
+// published (zero: none): it, when a valid policy can give it, else the
+// longest any can, outbox.MaxUnsureWait. A value out of that range was
+// not written by a dispatcher, and a shorter wait than the real one would
+// purge a row whose copy may still land.
+func HoldWait(published time.Duration) time.Duration {
+	if published < outbox.MinUnsureWait || published > outbox.MaxUnsureWait {
+		return outbox.MaxUnsureWait
+	}
+	return published
+}
+
 // Purge deletes the rows named that are failed, and failed at or before
-// now (the moment the operator chose them): the conditional delete of
+// chosen (the moment the operator chose them): the conditional delete of
 // dynamo.Operator.Purge. A row that failed again since is skipped. A row
-// a send of which ended unsure less than unsureWait before now (the
-// dispatcher's outbox.Policy.UnsureWait, from its published configuration,
-// else outbox.MaxUnsureWait) is held: not deleted, counted apart, to be
-// purged once the window has passed.
-func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, unsureWait time.Duration, step func()) (Result, error) {
-	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
-	unsureBy := now.Add(-unsureWait)
+// a send of which ended unsure within hold.Wait of hold.Now is held: not
+// deleted, counted apart, to be purged once the window has passed.
+func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, chosen time.Time, hold Hold, step func()) (Result, error) {
+	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, chosen, fn) }
+	unsureBy := hold.Now.Add(-hold.Wait)
+	// An unsure_at further ahead than any dispatcher's clock can be was
+	// not written by one: it would hold its row, and its group, for ever.
+	implausible := hold.Now.Add(outbox.MaxUnsureWait)
 	res, err := Apply(ctx, "purge", each, func(ctx context.Context, k string) error {
-		err := op.Purge(ctx, k, now, unsureBy)
+		err := op.Purge(ctx, k, chosen, dynamo.UnsureBound{By: unsureBy, Implausible: implausible})
 		var conflict *outbox.ConflictError
 		if errors.As(err, &conflict) {
 			// Refused: held only if the unsure send is the sole reason (a
 			// row that failed again since the operator chose it is skipped).
-			if cur := conflict.Current; cur != nil && cur.Status == outbox.StatusFailed && !cur.FailedAt.After(now) && cur.UnsureAt.After(unsureBy) {
-				return &HeldError{Key: k, Until: cur.UnsureAt.Add(unsureWait)}
+			if cur := conflict.Current; cur != nil && cur.Status == outbox.StatusFailed && !cur.FailedAt.After(chosen) && cur.UnsureAt.After(unsureBy) {
+				return &HeldError{Key: k, Until: cur.UnsureAt.Add(hold.Wait)}
 			}
 		}
 		return err

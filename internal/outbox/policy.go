@@ -72,10 +72,12 @@ const (
 	// MaxHeadWait is the longest HeadWait: a wake waiting longer costs
 	// more than the sweep that would deliver the row anyway.
 	MaxHeadWait = time.Minute
-	// MaxUnsureWait is the longest UnsureWait any valid policy gives (a
-	// CallTimeout is at most a third of MaxLease): what a purge waits out
-	// when it cannot read the dispatcher's own.
+	// MaxUnsureWait and MinUnsureWait bound the UnsureWait of any valid
+	// policy (a CallTimeout is at most a third of MaxLease, and at least
+	// MinCallTimeout): a purge waits out MaxUnsureWait when it cannot read
+	// the dispatcher's own, or reads one no dispatcher can have.
 	MaxUnsureWait = MaxLease/3 + UnsureMargin
+	MinUnsureWait = MinCallTimeout + UnsureMargin
 )
 
 // DefaultPolicy returns the documented defaults.

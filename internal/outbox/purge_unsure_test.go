@@ -50,18 +50,21 @@ func TestOrdered_APurgeHoldsAnUnsureDeadHeadUntilNoCopyOfItCanLand(t *testing.T)
 			// Within the window the purge holds the head, and the group
 			// waits.
 			h.clock.Advance(p.UnsureWait() - time.Second)
-			res, err := operate.Purge(ctx, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait(), nil)
-			require.NoError(t, err)
-			require.Equal(t, operate.Result{Action: "purge", Held: 1, HeldUntil: unsureAt.Add(p.UnsureWait()).UTC().Format(time.RFC3339)}, res)
+			purge := func() operate.Result {
+				t.Helper()
+				now := h.clock.Now()
+				res, err := operate.Purge(ctx, op, keys[:1], operate.Selection{}, now, operate.Hold{Now: now, Wait: p.UnsureWait()}, nil)
+				require.NoError(t, err)
+				return res
+			}
+			require.Equal(t, operate.Result{Action: "purge", Held: 1, HeldUntil: ceilSecond(unsureAt.Add(p.UnsureWait()))}, purge())
 			require.Equal(t, outbox.StatusFailed, h.row(t, keys[0]).Status, "the held head is still a dead letter")
 			sweep()
 			require.Empty(t, log.accepted()["g"], "the successor went while a copy of its head may still land")
 
 			// Past it, the purge goes, and so does the group.
 			h.clock.Advance(time.Second)
-			res, err = operate.Purge(ctx, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait(), nil)
-			require.NoError(t, err)
-			require.Equal(t, operate.Result{Action: "purge", Done: 1}, res)
+			require.Equal(t, operate.Result{Action: "purge", Done: 1}, purge())
 			h.gone(t, keys[0])
 			sweep()
 			require.Equal(t, keys[1:], log.accepted()["g"])
@@ -100,10 +103,15 @@ func TestPurge_HoldsOnlyWhatAnUnsureSendMayStillReach(t *testing.T) {
 	h.clock.Advance(time.Second)
 	dead("failed-after", true) // failed after the operator chose: skipped, not held
 
-	res, err := operate.Purge(ctx, op, []string{"definite", "old-unsure", "fresh-unsure", "failed-after", "missing"}, operate.Selection{}, chosen.Add(time.Millisecond), p.UnsureWait(), nil)
+	now := chosen.Add(time.Millisecond)
+	res, err := operate.Purge(ctx, op, []string{"definite", "old-unsure", "fresh-unsure", "failed-after", "missing"}, operate.Selection{}, now, operate.Hold{Now: now, Wait: p.UnsureWait()}, nil)
 	require.NoError(t, err)
-	require.Equal(t, operate.Result{Action: "purge", Done: 2, Skipped: 2, Held: 1, HeldUntil: at.Add(p.UnsureWait()).UTC().Format(time.RFC3339)}, res)
+	require.Equal(t, operate.Result{Action: "purge", Done: 2, Skipped: 2, Held: 1, HeldUntil: ceilSecond(at.Add(p.UnsureWait()))}, res)
 	h.gone(t, "definite")
 	h.gone(t, "old-unsure")
 	require.Equal(t, outbox.StatusFailed, h.row(t, "fresh-unsure").Status)
 }
+
+// ceilSecond is t rounded up to the second, in UTC, as a purge reports
+// when a held row may go.
+func ceilSecond(t time.Time) time.Time { return t.Add(time.Second - 1).Truncate(time.Second).UTC() }

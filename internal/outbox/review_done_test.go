@@ -154,7 +154,7 @@ func TestReviewDone_APurgedUnsureDeadHeadAndAStaleDone(t *testing.T) {
 				require.NoError(t, h.store.DeadLetter(ctx, b, unsureAt, hist))
 				op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 				require.NoError(t, err)
-				require.NoError(t, op.Purge(ctx, keys[0], time.Time{}, time.Time{}))
+				require.NoError(t, op.Purge(ctx, keys[0], time.Time{}, dynamo.UnsureBound{}))
 			})
 			var c *outbox.ConflictError
 			require.ErrorAs(t, st.doneErr(), &c)
