@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/moto"
 )
 
 // TestFIFO_RedeliversAGroupInOrderWhenItsMessagesLapseTogether receives
@@ -119,4 +120,71 @@ func TestFIFO_ConcurrentReceivesNeverSplitAGroup(t *testing.T) {
 		want[i] = fmt.Sprint(i)
 	}
 	require.Equal(t, want, got, "the group in order, each message once")
+}
+
+// TestFIFO_AHeadWhoseVisibilityLapsesMidReceiveStillGoesFirst makes a
+// FIFO group's head lapse in the middle of one receive: moto read the
+// clock afresh for each message, so it listed the visible messages while
+// the head was still in flight, then found the group free once it had
+// lapsed (when it met another group's lapsed message on its walk), and
+// handed out the head's successor first. The soak's consumer then applied
+// a later place before the head (e2e soak seeds 614760062 and 271828182).
+// SQS gives a group's next message only after the one in flight. The
+// server's SQS clock is made to run on at each reading, so the walk past
+// a long backlog of another group takes seconds of its time.
+func TestFIFO_AHeadWhoseVisibilityLapsesMidReceiveStillGoesFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := moto.Start(ctx)
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	cfg, err := awstest.Config(ctx, srv.URL)
+	require.NoError(t, err)
+	client := sqs.NewFromConfig(cfg)
+	url := awstest.NewQueueOn(t, client, true)
+
+	// Queue order: a backlog of group b, then x's message, then g's two.
+	send := func(group string, ids ...string) {
+		t.Helper()
+		var entries []types.SendMessageBatchRequestEntry
+		for _, id := range ids {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(id),
+				MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(id)})
+		}
+		out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		require.NoError(t, err)
+		require.Empty(t, out.Failed)
+	}
+	for i := 0; i < 200; i += 10 {
+		var ids []string
+		for j := i; j < i+10; j++ {
+			ids = append(ids, fmt.Sprintf("b%03d", j))
+		}
+		send("b", ids...)
+	}
+	send("x", "x")
+	send("g", "g0", "g1")
+	receive := func(n, visibility int32) []string {
+		t.Helper()
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: n, VisibilityTimeout: visibility})
+		require.NoError(t, err)
+		var bodies []string
+		for _, m := range out.Messages {
+			bodies = append(bodies, aws.ToString(m.Body))
+		}
+		return bodies
+	}
+
+	// In flight: b's head for long, x's for a second, g's head for ten.
+	require.Equal(t, []string{"b000"}, receive(1, 600))
+	require.Equal(t, []string{"x"}, receive(1, 1))
+	require.Equal(t, []string{"g0"}, receive(1, 10))
+	time.Sleep(1100 * time.Millisecond) // x lapses; g0 has about 9 s left
+
+	// A receive whose walk takes about 400 readings to list the queue and
+	// 200 more to reach x: at 20 ms a reading, g0 lapses between the two.
+	require.NoError(t, moto.StepSQSClock(ctx, srv.URL, 20*time.Millisecond))
+	got := receive(10, 30)
+	require.NoError(t, moto.StepSQSClock(ctx, srv.URL, 0))
+	require.Equal(t, []string{"x"}, got, "g1 handed out while g0 was in flight")
 }
