@@ -2,11 +2,7 @@ package moto
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -18,19 +14,6 @@ import (
 // gained stays. It is the server's, so the test needs a server of its own
 // (Start).
 func StepSQSClock(ctx context.Context, endpoint string, step time.Duration) error {
-	u := strings.TrimSuffix(endpoint, "/") + "/outflow-faults/sqs-clock?step_ms=" + strconv.FormatFloat(float64(step)/float64(time.Millisecond), 'f', -1, 64)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return fmt.Errorf("step the sqs clock: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("step the sqs clock: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "set" {
-		return fmt.Errorf("step the sqs clock on %s: %w (status %d)", endpoint, ErrNoFaults, resp.StatusCode)
-	}
-	return nil
+	ms := strconv.FormatFloat(float64(step)/float64(time.Millisecond), 'f', -1, 64)
+	return postFault(ctx, endpoint, "sqs-clock?step_ms="+ms, "set", "step the sqs clock")
 }

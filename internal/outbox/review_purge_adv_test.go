@@ -106,18 +106,6 @@ func TestAdv_ADeadLetterWithAFarFutureUnsureAtCanStillBePurged(t *testing.T) {
 	require.Equal(t, 1, res.Done, "a year later: %+v", res)
 }
 
-func rawStatus(t *testing.T, h *harness, key string) string {
-	t.Helper()
-	out, err := awstest.DynamoDB(t).GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: key}}, ConsistentRead: aws.Bool(true),
-	})
-	require.NoError(t, err)
-	if out.Item == nil {
-		return ""
-	}
-	return out.Item[dynamo.AttrStatus].(*types.AttributeValueMemberS).Value
-}
-
 // HOLDS? the report's HeldUntil is the moment the window closes, to the
 // second, truncated: the docs say "purge them after that". At that very
 // second (plus a few hundred ms) the purge still holds the row.
