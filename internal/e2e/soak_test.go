@@ -538,6 +538,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
                 %d ordered rows in %d groups on %s (dead heads skipped), %d on %s
   outflow       %d sweeps (%d crashed), %d rounds
                 delivered %d, dead letters %d (%d padded past the limit; %d arrived too, after a fault hid the send)%s
+  wire          %s
   queues        visibility 1s; delete entries failed (injected) %d
   consumer      %d applies in %d process lives: %d effects committed, %d duplicates refused, %d refused for a retry (not its turn)
                 killed before the effect %d, between effect and delete %d
@@ -550,7 +551,7 @@ consumer %s`,
 		orderedRows, len(groups), routeOrdered, rows-orderedRows, routeTransfers,
 		sweeps.Load(), crashes.Load(), round,
 		rows-len(dead), len(dead), tooLarge, arrivedDead, strings.Join(why, ""),
-		stats.deletesFailed.Load(),
+		wire.summary(), stats.deletesFailed.Load(),
 		stats.applies.Load(), stats.lives.Load(), stats.committed.Load(), stats.duplicates.Load(), stats.retried.Load(),
 		stats.killedBefore.Load(), stats.killedAfter.Load(),
 		appliedAmount, stagedAmount, deadAmount,

@@ -96,6 +96,23 @@ func (w *wireLog) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 	}
 }
 
+// summary counts the entries sent, and those whose caller gave up before
+// SQS answered (a crashed sweep) that SQS stored all the same.
+func (w *wireLog) summary() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var gaveUp, storedLate int
+	for _, s := range w.sends {
+		if s.gaveUp > 0 {
+			gaveUp++
+			if s.outcome == "stored" {
+				storedLate++
+			}
+		}
+	}
+	return fmt.Sprintf("%d entries sent; %d given up by their caller before SQS answered, %d of them stored", len(w.sends), gaveUp, storedLate)
+}
+
 // report lists the sends of the given keys in the order their calls
 // started, one line each.
 func (w *wireLog) report(keys []string, base time.Time) string {
