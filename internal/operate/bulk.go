@@ -78,8 +78,8 @@ func (e *HeldError) Error() string {
 // Apply runs act on every key each gives (8 at a time, as each reads
 // them), counting refused writes as skipped (the row was not a dead
 // letter) and HeldErrors as held, and calls step after each key, under a
-// lock. The keys stream
-// from each to the workers: memory stays the same whatever their number.
+// lock. The keys stream from each to the workers: memory stays the same
+// whatever their number.
 // An error reading the keys stops the run; errors of act do not.
 func Apply(ctx context.Context, action string, each func(fn func(string) error) error, act func(context.Context, string) error, step func()) (Result, error) {
 	res := Result{Action: action}
