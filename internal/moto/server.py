@@ -48,6 +48,7 @@ from moto.core.responses import ActionResult
 from moto.dynamodb.responses import DynamoHandler
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.sqs import models as sqs_models
+from moto.sqs.exceptions import ReceiptHandleIsInvalid
 from moto.sqs.models import Queue, SQSBackend
 from werkzeug import serving
 from werkzeug.wrappers import Request, Response
@@ -405,6 +406,54 @@ def _fifo_in_order(receive):
     return received
 
 
+class _MessageNotInflight(ReceiptHandleIsInvalid):
+    """SQS's answer to a visibility change of a message not in flight, or
+    under a receipt it no longer holds. A ReceiptHandleIsInvalid, so that
+    moto's batch call reports the entry failed rather than the call."""
+
+    def __init__(self):
+        super().__init__()
+        self.code, self.message = "MessageNotInflight", "The message referred to isn't in flight."
+
+
+def _in_flight_only(change):
+    """moto's ChangeMessageVisibility, for a message in flight under its
+    latest receipt only. moto took any receipt the message ever had, and a
+    message not in flight: a renewal that came after the consumer's
+    release, or after the message lapsed and was received again, hid it
+    again outside moto's pending set, from which the groups in flight are
+    worked out, and the group's next message went first; an old receipt
+    released another consumer's message. SQS refuses both."""
+
+    @functools.wraps(change)
+    def changed(self, queue_name, receipt_handle, visibility_timeout):
+        queue = self.get_queue(queue_name)
+        for message in queue._messages:
+            if message.had_receipt_handle(receipt_handle):
+                if message.receipt_handle != receipt_handle or message.visible or message not in queue.pending_messages:
+                    raise _MessageNotInflight()
+                break
+        return change(self, queue_name, receipt_handle, visibility_timeout)
+
+    return changed
+
+
+def _latest_receipt_only(delete):
+    """moto's Queue.delete_message, which deleted a message under any
+    receipt it ever had. SQS: a message received more than once is deleted
+    only under its latest receipt; under an older one the request succeeds
+    and the message stays (it goes on to its current consumer)."""
+
+    @functools.wraps(delete)
+    def deleted(self, receipt_handle):
+        for message in self._messages:
+            if message.had_receipt_handle(receipt_handle) and message.receipt_handle != receipt_handle:
+                return
+        return delete(self, receipt_handle)
+
+    return deleted
+
+
 # The queue attributes moto counts by walking every message of the queue.
 _COUNTS = frozenset(
     ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible")
@@ -507,6 +556,8 @@ DynamoDBBackend.transact_write_items = _transact_write_items
 DynamoHandler.transact_write_items = _idempotent(DynamoHandler.transact_write_items)
 Queue.pending_message_groups = property(_in_flight_groups)
 SQSBackend.receive_message = _fifo_in_order(SQSBackend.receive_message)
+SQSBackend.change_message_visibility = _in_flight_only(SQSBackend.change_message_visibility)
+Queue.delete_message = _latest_receipt_only(Queue.delete_message)
 for _name in ("send_message", "delete_message", "change_message_visibility"):
     setattr(SQSBackend, _name, _atomic_with(_sqs_lock, getattr(SQSBackend, _name)))
 SQSBackend.send_message_batch = _atomic_with(_sqs_lock, _batch_system_attributes(SQSBackend.send_message_batch))
