@@ -10,14 +10,17 @@ that fails part way leave the item as it was, as DynamoDB does, refuses
 update arithmetic whose result DynamoDB cannot store, and checks a
 transaction's conditions before its writes instead of copying each table.
 Its SQS keeps a batch entry's system attributes (AWSTraceHeader), as a
-single send's, and keeps a FIFO group in order when it is redelivered (see
-_fifo_in_order).
+single send's, and keeps a FIFO group in order when it is redelivered, when
+a message lapses mid-receive (see _fifo_in_order) and when a consumer
+changes a message's visibility late or under an old receipt (see
+_in_flight_only, _latest_receipt_only).
 
 For tests only, POST /outflow-faults/transaction-conflict?table=T&key=K
 makes the next TransactWriteItems that touches the item whose hash key is K
 in table T cancel with a TransactionConflict for that item, as DynamoDB
 does when another transaction holds it (moto, serialised by the lock
-below, never produces one).
+below, never produces one); POST /outflow-faults/sqs-clock?step_ms=N makes
+SQS's clock move on N ms at each reading (0: the wall clock again).
 """
 import collections
 import copy
