@@ -146,10 +146,8 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	// redriven_at is for operators (the history's attempts count from 1
 	// again after it): a bad one is left unread, not a reason to
 	// dead-letter the row.
-	if v, ok := d.av[AttrRedrivenAt].(*types.AttributeValueMemberN); ok {
-		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
-			row.RedrivenAt = fromMs(n)
-		}
+	if n, ok := wholeNumber(d.av, AttrRedrivenAt); ok {
+		row.RedrivenAt = fromMs(n)
 	}
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
@@ -206,6 +204,18 @@ func (d *decoder) str(name string) string {
 		d.fail("%s must be a string, got %s", name, typeName(v))
 		return ""
 	}
+}
+
+// wholeNumber reads item's attribute name leniently: ok is false when it
+// is absent, not a number or not a whole one. For the attributes a bad
+// value of which is no reason to refuse the item (num is the strict read).
+func wholeNumber(item map[string]types.AttributeValue, name string) (n int64, ok bool) {
+	v, isNum := item[name].(*types.AttributeValueMemberN)
+	if !isNum {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	return n, err == nil
 }
 
 // num reads an optional integer attribute.

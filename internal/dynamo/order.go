@@ -218,27 +218,21 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 	}
 	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue)}
 	l.Prev, l.Seq, l.Malformed = readLink(out.Item)
-	if v, ok := out.Item[AttrDueAt].(*types.AttributeValueMemberN); ok {
-		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
-			l.DueAt = fromMs(n)
-		}
+	if n, ok := wholeNumber(out.Item, AttrDueAt); ok {
+		l.DueAt = fromMs(n)
 	}
 	if v, ok := out.Item[AttrAttempt].(*types.AttributeValueMemberN); ok {
 		l.Attempt, _ = strconv.Atoi(v.Value)
 	}
-	if v, ok := out.Item[AttrFailedAt].(*types.AttributeValueMemberN); ok {
-		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
-			l.FailedAt = fromMs(n)
-		}
+	if n, ok := wholeNumber(out.Item, AttrFailedAt); ok {
+		l.FailedAt = fromMs(n)
 	}
 	// A value that is not a time counts as now: a stray value must not
 	// let a group pass a head that may still land.
-	if v, ok := out.Item[AttrUnsureAt]; ok {
+	if _, ok := out.Item[AttrUnsureAt]; ok {
 		l.UnsureAt = time.Now()
-		if n, isNum := v.(*types.AttributeValueMemberN); isNum {
-			if t, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
-				l.UnsureAt = fromMs(t)
-			}
+		if t, ok := wholeNumber(out.Item, AttrUnsureAt); ok {
+			l.UnsureAt = fromMs(t)
 		}
 	}
 	return l, nil

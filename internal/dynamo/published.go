@@ -296,10 +296,8 @@ func decodePublished(item map[string]types.AttributeValue) (Published, error) {
 	// Read leniently, as published_by: only a purge uses it, and it falls
 	// back to the longest wait without it, so a bad value must not stop a
 	// producer from loading the rest, nor a publisher from rewriting it.
-	if v, ok := item[AttrUnsureWait].(*types.AttributeValueMemberN); ok {
-		if ms, err := strconv.ParseInt(v.Value, 10, 64); err == nil && ms > 0 && ms <= int64(math.MaxInt64/time.Millisecond) {
-			p.UnsureWait = time.Duration(ms) * time.Millisecond
-		}
+	if ms, ok := wholeNumber(item, AttrUnsureWait); ok && ms > 0 && ms <= int64(math.MaxInt64/time.Millisecond) {
+		p.UnsureWait = time.Duration(ms) * time.Millisecond
 	}
 	return p, errors.Join(errs...)
 }

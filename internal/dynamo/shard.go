@@ -53,10 +53,8 @@ func unordered() expression.ConditionBuilder {
 // the condition that the item still holds exactly those attributes.
 func placementOf(key string, item map[string]types.AttributeValue) (outbox.Row, expression.ConditionBuilder) {
 	row := outbox.Row{Key: key}
-	if v, ok := item[AttrSeq].(*types.AttributeValueMemberN); ok {
-		if seq, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
-			row.Seq = seq
-		}
+	if seq, ok := wholeNumber(item, AttrSeq); ok {
+		row.Seq = seq
 	}
 	if v, ok := item[AttrGroup].(*types.AttributeValueMemberS); ok {
 		row.Group = v.Value

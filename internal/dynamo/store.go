@@ -227,10 +227,8 @@ func dueRef(av map[string]types.AttributeValue, shard int) outbox.DueRef {
 	if q, ok := av[AttrQueue].(*types.AttributeValueMemberS); ok {
 		ref.Queue = q.Value
 	}
-	if c, ok := av[AttrCreatedAt].(*types.AttributeValueMemberN); ok {
-		if ms, err := strconv.ParseInt(c.Value, 10, 64); err == nil {
-			ref.CreatedAt = fromMs(ms)
-		}
+	if ms, ok := wholeNumber(av, AttrCreatedAt); ok {
+		ref.CreatedAt = fromMs(ms)
 	}
 	// The index projects the row's place in its ordered group, so the
 	// head check need not read the row; one it cannot read, it reads.
