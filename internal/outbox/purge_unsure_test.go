@@ -52,10 +52,7 @@ func TestOrdered_APurgeHoldsAnUnsureDeadHeadUntilNoCopyOfItCanLand(t *testing.T)
 			h.clock.Advance(p.UnsureWait() - time.Second)
 			purge := func() operate.Result {
 				t.Helper()
-				now := h.clock.Now()
-				res, err := operate.Purge(ctx, op, keys[:1], operate.Selection{}, now, operate.Hold{Now: now, Wait: p.UnsureWait()}, nil)
-				require.NoError(t, err)
-				return res
+				return purgeAt(t, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait())
 			}
 			require.Equal(t, operate.Result{Action: "purge", Held: 1, HeldUntil: ceilSecond(unsureAt.Add(p.UnsureWait()))}, purge())
 			require.Equal(t, outbox.StatusFailed, h.row(t, keys[0]).Status, "the held head is still a dead letter")
@@ -77,7 +74,6 @@ func TestOrdered_APurgeHoldsAnUnsureDeadHeadUntilNoCopyOfItCanLand(t *testing.T)
 // operator chose it, is purged or skipped as before.
 func TestPurge_HoldsOnlyWhatAnUnsureSendMayStillReach(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarnessShards(t, 1)
 	p := testPolicy()
 	p.MaxAttempts = 1
@@ -85,15 +81,7 @@ func TestPurge_HoldsOnlyWhatAnUnsureSendMayStillReach(t *testing.T) {
 	require.NoError(t, err)
 	dead := func(key string, unsure bool) time.Time {
 		t.Helper()
-		h.stage(t, outbox.Row{Key: key, Queue: "q", Payload: []byte(`{}`)})
-		row, err := h.store.Claim(ctx, key, h.clock.Now(), p.Lease, p.MaxAttempts)
-		require.NoError(t, err)
-		now := h.clock.Now()
-		if unsure {
-			row.UnsureAt = now
-		}
-		require.NoError(t, h.store.DeadLetter(ctx, row, now, []outbox.AttemptError{{At: now, Attempt: 1, Message: "x", Unsure: unsure}}))
-		return now
+		return stageDead(t, h, p, outbox.Row{Key: key, Queue: "q", Payload: []byte(`{}`)}, unsure)
 	}
 	dead("definite", false)
 	dead("old-unsure", true)
@@ -103,13 +91,38 @@ func TestPurge_HoldsOnlyWhatAnUnsureSendMayStillReach(t *testing.T) {
 	h.clock.Advance(time.Second)
 	dead("failed-after", true) // failed after the operator chose: skipped, not held
 
-	now := chosen.Add(time.Millisecond)
-	res, err := operate.Purge(ctx, op, []string{"definite", "old-unsure", "fresh-unsure", "failed-after", "missing"}, operate.Selection{}, now, operate.Hold{Now: now, Wait: p.UnsureWait()}, nil)
-	require.NoError(t, err)
+	res := purgeAt(t, op, []string{"definite", "old-unsure", "fresh-unsure", "failed-after", "missing"}, operate.Selection{}, chosen.Add(time.Millisecond), p.UnsureWait())
 	require.Equal(t, operate.Result{Action: "purge", Done: 2, Skipped: 2, Held: 1, HeldUntil: ceilSecond(at.Add(p.UnsureWait()))}, res)
 	h.gone(t, "definite")
 	h.gone(t, "old-unsure")
 	require.Equal(t, outbox.StatusFailed, h.row(t, "fresh-unsure").Status)
+}
+
+// stageDead stages row and makes it a dead letter at the harness clock's
+// now, which it returns: its one send ended unsure (a timeout), or failed
+// for certain.
+func stageDead(t *testing.T, h *harness, p outbox.Policy, row outbox.Row, unsure bool) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	h.stage(t, row)
+	claimed, err := h.store.Claim(ctx, row.Key, h.clock.Now(), p.Lease, p.MaxAttempts)
+	require.NoError(t, err)
+	now := h.clock.Now()
+	msg := "send: refused"
+	if unsure {
+		claimed.UnsureAt, msg = now, "send: timeout"
+	}
+	require.NoError(t, h.store.DeadLetter(ctx, claimed, now, []outbox.AttemptError{{At: now, Attempt: 1, Message: msg, Unsure: unsure}}))
+	return now
+}
+
+// purgeAt purges keys (or sel's dead letters) chosen at now and holding
+// for wait.
+func purgeAt(t *testing.T, op *dynamo.Operator, keys []string, sel operate.Selection, now time.Time, wait time.Duration) operate.Result {
+	t.Helper()
+	res, err := operate.Purge(context.Background(), op, keys, sel, now, operate.Hold{Now: now, Wait: wait}, nil)
+	require.NoError(t, err)
+	return res
 }
 
 // ceilSecond is t rounded up to the second, in UTC, as a purge reports

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
@@ -23,41 +21,6 @@ import (
 	"github.com/outflowhq/outflow/internal/operate"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
-
-// advDead makes key a dead letter whose only send ended unsure at the
-// harness clock's now, and returns that time.
-func advDead(t *testing.T, h *harness, p outbox.Policy, row outbox.Row) time.Time {
-	t.Helper()
-	ctx := context.Background()
-	h.stage(t, row)
-	claimed, err := h.store.Claim(ctx, row.Key, h.clock.Now(), p.Lease, p.MaxAttempts)
-	require.NoError(t, err)
-	now := h.clock.Now()
-	claimed.UnsureAt = now
-	require.NoError(t, h.store.DeadLetter(ctx, claimed, now, []outbox.AttemptError{{At: now, Attempt: 1, Message: "send: timeout", Unsure: true}}))
-	return now
-}
-
-// advPurge purges keys (or sel) at now, holding for wait.
-func advPurge(t *testing.T, op *dynamo.Operator, keys []string, sel operate.Selection, now time.Time, wait time.Duration) operate.Result {
-	t.Helper()
-	res, err := operate.Purge(context.Background(), op, keys, sel, now, operate.Hold{Now: now, Wait: wait}, nil)
-	require.NoError(t, err)
-	return res
-}
-
-// setAttr overwrites one attribute of key's item, as a stray writer (a
-// hand edit, another tool, a restore) might leave it.
-func setAttr(t *testing.T, h *harness, key, name string, v types.AttributeValue) {
-	t.Helper()
-	_, err := awstest.DynamoDB(t).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName: aws.String(h.store.Table()), Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: key}},
-		UpdateExpression:          aws.String("SET #a = :v"),
-		ExpressionAttributeNames:  map[string]string{"#a": name},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
-	})
-	require.NoError(t, err)
-}
 
 // ATTACK (invariant 2): a dead letter whose unsure_at is not a number (a
 // stray value). The engine's Link reads such a value as "now" (the group
@@ -77,13 +40,13 @@ func TestAdv_ADeadLetterWithAStrayUnsureAtCanStillBePurged(t *testing.T) {
 	now := h.clock.Now()
 	head.UnsureAt = now
 	require.NoError(t, h.store.DeadLetter(ctx, head, now, []outbox.AttemptError{{At: now, Attempt: 1, Message: "send: timeout", Unsure: true}}))
-	setAttr(t, h, keys[0], dynamo.AttrUnsureAt, &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339)})
+	h.setRaw(t, keys[0], dynamo.AttrUnsureAt, &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339)})
 	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 	require.NoError(t, err)
 
 	// A day on, far past any unsure wait.
 	h.clock.Advance(24 * time.Hour)
-	res := advPurge(t, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait())
+	res := purgeAt(t, op, keys[:1], operate.Selection{}, h.clock.Now(), p.UnsureWait())
 	t.Logf("a day later: %+v", res)
 	require.Equal(t, 1, res.Done, "a dead letter with a stray unsure_at can never be purged: reported %+v", res)
 }
@@ -97,12 +60,12 @@ func TestAdv_ADeadLetterWithAFarFutureUnsureAtCanStillBePurged(t *testing.T) {
 	h := newHarnessShards(t, 1)
 	p := orderedPolicy(outbox.DeadHeadBlock)
 	p.MaxAttempts = 1
-	at := advDead(t, h, p, outbox.Row{Key: "micro", Queue: "q", Payload: []byte(`{}`)})
-	setAttr(t, h, "micro", dynamo.AttrUnsureAt, &types.AttributeValueMemberN{Value: strconv.FormatInt(at.UnixMicro(), 10)})
+	at := stageDead(t, h, p, outbox.Row{Key: "micro", Queue: "q", Payload: []byte(`{}`)}, true)
+	h.setRaw(t, "micro", dynamo.AttrUnsureAt, &types.AttributeValueMemberN{Value: strconv.FormatInt(at.UnixMicro(), 10)})
 	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 	require.NoError(t, err)
 	h.clock.Advance(365 * 24 * time.Hour)
-	res := advPurge(t, op, []string{"micro"}, operate.Selection{}, h.clock.Now(), p.UnsureWait())
+	res := purgeAt(t, op, []string{"micro"}, operate.Selection{}, h.clock.Now(), p.UnsureWait())
 	require.Equal(t, 1, res.Done, "a year later: %+v", res)
 }
 
@@ -117,15 +80,15 @@ func TestAdv_PurgingAtTheReportedHeldUntilPurges(t *testing.T) {
 	// Put the unsure send late in its second.
 	base := h.clock.Now()
 	h.clock.Advance(time.Duration(999-base.UnixMilli()%1000) * time.Millisecond)
-	advDead(t, h, p, outbox.Row{Key: "late-in-second", Queue: "q", Payload: []byte(`{}`)})
+	stageDead(t, h, p, outbox.Row{Key: "late-in-second", Queue: "q", Payload: []byte(`{}`)}, true)
 	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 	require.NoError(t, err)
 
-	res := advPurge(t, op, []string{"late-in-second"}, operate.Selection{}, h.clock.Now(), p.UnsureWait())
+	res := purgeAt(t, op, []string{"late-in-second"}, operate.Selection{}, h.clock.Now(), p.UnsureWait())
 	require.Equal(t, 1, res.Held)
 	until := res.HeldUntil
 	after := until.Add(500 * time.Millisecond) // "after that"
-	res = advPurge(t, op, []string{"late-in-second"}, operate.Selection{}, after, p.UnsureWait())
+	res = purgeAt(t, op, []string{"late-in-second"}, operate.Selection{}, after, p.UnsureWait())
 	require.Equal(t, 1, res.Done, "purged half a second after the reported held_until %s: %+v", until, res)
 }
 
@@ -137,7 +100,7 @@ func TestAdv_ARedrivenRowDeadAgainDefinitelyIsStillHeld(t *testing.T) {
 	h := newHarnessShards(t, 1)
 	p := testPolicy()
 	p.MaxAttempts = 1
-	at := advDead(t, h, p, outbox.Row{Key: "again", Queue: "q", Payload: []byte(`{}`)})
+	at := stageDead(t, h, p, outbox.Row{Key: "again", Queue: "q", Payload: []byte(`{}`)}, true)
 	h.clock.Advance(time.Second)
 	require.NoError(t, h.store.Redrive(ctx, "again", h.clock.Now()))
 	row, err := h.store.Claim(ctx, "again", h.clock.Now(), p.Lease, p.MaxAttempts)
@@ -148,7 +111,7 @@ func TestAdv_ARedrivenRowDeadAgainDefinitelyIsStillHeld(t *testing.T) {
 	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 	require.NoError(t, err)
 	h.clock.Advance(time.Second)
-	res := advPurge(t, op, nil, operate.Selection{Queue: "q"}, h.clock.Now(), p.UnsureWait())
+	res := purgeAt(t, op, nil, operate.Selection{Queue: "q"}, h.clock.Now(), p.UnsureWait())
 	require.Equal(t, operate.Result{Action: "purge", Held: 1, HeldUntil: ceilSecond(at.Add(p.UnsureWait()))}, res)
 }
 
@@ -159,16 +122,16 @@ func TestAdv_TheMillisecondEdgeOfTheWait(t *testing.T) {
 	h := newHarnessShards(t, 1)
 	p := outbox.DefaultPolicy()
 	p.MaxAttempts = 1
-	at := advDead(t, h, p, outbox.Row{Key: "edge", Queue: "q", Payload: []byte(`{}`)})
+	at := stageDead(t, h, p, outbox.Row{Key: "edge", Queue: "q", Payload: []byte(`{}`)}, true)
 	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 	require.NoError(t, err)
 	wait := p.UnsureWait()
 	require.NotZero(t, wait%time.Millisecond, "a wait with a fraction of a ms")
 	// The engine lets the group go at !now.Before(at+wait).
 	engineGoes := at.Add(wait)
-	res := advPurge(t, op, []string{"edge"}, operate.Selection{}, engineGoes.Add(-time.Nanosecond), wait)
+	res := purgeAt(t, op, []string{"edge"}, operate.Selection{}, engineGoes.Add(-time.Nanosecond), wait)
 	require.Equal(t, 1, res.Held, "a ns before the engine would let go: %+v", res)
-	res = advPurge(t, op, []string{"edge"}, operate.Selection{}, engineGoes, wait)
+	res = purgeAt(t, op, []string{"edge"}, operate.Selection{}, engineGoes, wait)
 	require.Equal(t, 1, res.Done, "%+v", res)
 }
 
@@ -182,13 +145,13 @@ func TestAdv_HeldUntilIsTheLatestWindow(t *testing.T) {
 	h := newHarnessShards(t, 1)
 	p := testPolicy()
 	p.MaxAttempts = 1
-	advDead(t, h, p, outbox.Row{Key: "near", Queue: "q", Payload: []byte(`{}`)})
-	advDead(t, h, p, outbox.Row{Key: "far", Queue: "q", Payload: []byte(`{}`)})
+	stageDead(t, h, p, outbox.Row{Key: "near", Queue: "q", Payload: []byte(`{}`)}, true)
+	stageDead(t, h, p, outbox.Row{Key: "far", Queue: "q", Payload: []byte(`{}`)}, true)
 	far := h.clock.Now().Add(10 * time.Minute)
-	setAttr(t, h, "far", dynamo.AttrUnsureAt, &types.AttributeValueMemberN{Value: strconv.FormatInt(far.UnixMilli(), 10)})
+	h.setRaw(t, "far", dynamo.AttrUnsureAt, &types.AttributeValueMemberN{Value: strconv.FormatInt(far.UnixMilli(), 10)})
 	op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: 1})
 	require.NoError(t, err)
-	res := advPurge(t, op, []string{"near", "far"}, operate.Selection{}, h.clock.Now(), p.UnsureWait())
+	res := purgeAt(t, op, []string{"near", "far"}, operate.Selection{}, h.clock.Now(), p.UnsureWait())
 	require.Equal(t, 2, res.Held)
 	require.Equal(t, ceilSecond(time.UnixMilli(far.UnixMilli()).Add(p.UnsureWait())), res.HeldUntil)
 }
