@@ -23,6 +23,9 @@ type received struct {
 	id, receipt, body string
 	// source is the queue ARN Lambda names, if any.
 	source string
+	// queue is the queue's ARN or URL when known: it, not the message,
+	// says whether the queue keeps an order.
+	queue string
 	// attrs are the String and Number message attributes.
 	attrs map[string]string
 	// group is the MessageGroupId system attribute.
@@ -32,7 +35,7 @@ type received struct {
 // FromLambda decodes a record of the SQS event Lambda gives a function
 // subscribed to a queue.
 func FromLambda(m events.SQSMessage) (Message, error) {
-	r := received{id: m.MessageId, receipt: m.ReceiptHandle, body: m.Body, source: m.EventSourceARN,
+	r := received{id: m.MessageId, receipt: m.ReceiptHandle, body: m.Body, source: m.EventSourceARN, queue: m.EventSourceARN,
 		group: m.Attributes[groupAttribute], attrs: make(map[string]string, len(m.MessageAttributes))}
 	for k, v := range m.MessageAttributes {
 		if v.StringValue != nil {
@@ -42,12 +45,29 @@ func FromLambda(m events.SQSMessage) (Message, error) {
 	return decode(r)
 }
 
-// FromSQS decodes a message ReceiveMessage returned. Ask for
-// MessageAttributeNames "All" (Outflow's attributes are message
-// attributes), and on a FIFO queue for the MessageGroupId system
-// attribute, which an ordered message's Inbox items need.
+// FromSQS decodes a message ReceiveMessage returned, from a queue it does
+// not know: a MessageGroupId is taken to mean a FIFO queue. A fair queue,
+// a standard queue whose messages carry groups, keeps no order, so prefer
+// FromQueue, which the Poller uses. Ask for MessageAttributeNames "All"
+// (Outflow's attributes are message attributes), and on a FIFO queue for
+// the MessageGroupId system attribute, which an ordered message's Inbox
+// items need.
 func FromSQS(m types.Message) (Message, error) {
-	r := received{attrs: make(map[string]string, len(m.MessageAttributes))}
+	return fromSQS("", m)
+}
+
+// FromQueue decodes a message ReceiveMessage returned from the queue at
+// queueURL. Whether the message keeps an order is the queue's to say: on
+// a queue that is not FIFO (a standard queue subscribed to a FIFO topic,
+// a fair queue) the message has no group and no place, whatever group it
+// carries, and is applied unordered.
+func FromQueue(queueURL string, m types.Message) (Message, error) {
+	return fromSQS(queueURL, m)
+}
+
+// fromSQS reads an SDK message from queue, "" when unknown.
+func fromSQS(queue string, m types.Message) (Message, error) {
+	r := received{queue: queue, attrs: make(map[string]string, len(m.MessageAttributes))}
 	if m.MessageId != nil {
 		r.id = *m.MessageId
 	}
@@ -74,7 +94,6 @@ type envelope struct {
 	TopicArn          string                  `json:"TopicArn"`
 	Message           *string                 `json:"Message"`
 	MessageAttributes map[string]snsAttribute `json:"MessageAttributes"`
-	MessageGroupID    string                  `json:"MessageGroupId"`
 	// EventBridge's.
 	DetailType *string         `json:"detail-type"`
 	Source     string          `json:"source"`
@@ -95,6 +114,14 @@ type eventMeta struct {
 	Attributes  map[string]string `json:"attributes"`
 }
 
+// unordered reports whether the message came from a queue known to keep
+// no order: one that is not FIFO. SQS names a FIFO queue's ARN and URL
+// with the .fifo suffix, and it is the only kind that delivers a group
+// in order.
+func (r received) unordered() bool {
+	return r.queue != "" && !strings.HasSuffix(r.queue, ".fifo")
+}
+
 // decode reads a message as a queue route's (Outflow's attributes on the
 // message itself), else as an SNS envelope, else as an EventBridge event.
 func decode(r received) (Message, error) {
@@ -108,11 +135,12 @@ func decode(r received) (Message, error) {
 	}
 	switch {
 	case env.Type == "Notification" && env.Message != nil:
-		inner := received{id: r.id, receipt: r.receipt, body: *env.Message, source: env.TopicArn, group: r.group,
+		// The envelope's MessageGroupId is never the group: a FIFO queue
+		// gives the group itself (the system attribute), and on a
+		// standard queue the envelope's group promises an order the
+		// queue does not keep.
+		inner := received{id: r.id, receipt: r.receipt, body: *env.Message, source: env.TopicArn, queue: r.queue, group: r.group,
 			attrs: make(map[string]string, len(env.MessageAttributes))}
-		if inner.group == "" {
-			inner.group = env.MessageGroupID
-		}
 		for k, v := range env.MessageAttributes {
 			if v.Type == "String" || v.Type == "Number" {
 				inner.attrs[k] = v.Value
@@ -153,6 +181,15 @@ func fromAttributes(r received, env Envelope, route string) (Message, error) {
 		if m.Seq, err = strconv.ParseInt(v, 10, 64); err != nil || m.Seq < 1 {
 			return bad("%s must be a whole number from 1", target.AttrSeq)
 		}
+	}
+	if r.unordered() {
+		m.Group, m.Seq = "", 0
+	}
+	if v, ok := r.attrs[target.AttrClosed]; ok {
+		if v == "" {
+			return bad("%s is empty", target.AttrClosed)
+		}
+		m.Closed = v
 	}
 	switch enc, ok := r.attrs[target.AttrEncoding]; {
 	case !ok:
@@ -198,7 +235,11 @@ func fromEvent(r received, env envelope) (Message, error) {
 	if meta.Attempt < 1 {
 		return fail(ErrMalformed, "the detail's %s.attempt must be a whole number from 1", target.MemberOutflow)
 	}
-	m := Message{Key: meta.Key, Group: r.group, Attempt: meta.Attempt, Payload: payload, TraceParent: meta.TraceParent,
+	group := r.group
+	if r.unordered() {
+		group = ""
+	}
+	m := Message{Key: meta.Key, Group: group, Attempt: meta.Attempt, Payload: payload, TraceParent: meta.TraceParent,
 		Envelope: EnvelopeEventBridge, MessageID: r.id, ReceiptHandle: r.receipt, Attributes: map[string]string{}}
 	for k, v := range meta.Attributes {
 		m.Attributes[k] = v

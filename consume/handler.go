@@ -16,9 +16,17 @@ import (
 // so the group is retried from its first failure, in order; the other
 // groups go on. On a standard queue each message stands alone.
 type Handler struct {
-	// Apply applies one message. nil and ErrDuplicate (already applied)
-	// count as done; any other error reports the message failed.
+	// Apply applies one message. nil, ErrDuplicate (already applied) and
+	// ErrLate (recorded, its group went past it) count as done; any other
+	// error reports the message failed. It is never given a message that
+	// closes a place.
 	Apply func(ctx context.Context, m Message) error
+	// Closed is given each message that closes a place (Message.Closed: a
+	// dead letter its group went past, a purged one), with the same
+	// outcomes as Apply. A consumer with an Inbox sets it to the inbox's
+	// Close, so its group's cursor moves past the place; nil acknowledges
+	// such messages unread, which suits a consumer that keeps no order.
+	Closed func(ctx context.Context, m Message) error
 	// OnFailure, if set, is told of each message reported failed and why
 	// (a *DecodeError for a message that cannot be decoded; ErrSkipped
 	// for a FIFO message left behind its group's failure), for logging:
@@ -77,8 +85,5 @@ func (h Handler) apply(ctx context.Context, rec events.SQSMessage) error {
 	if err != nil {
 		return err
 	}
-	if err := h.Apply(ctx, m); err != nil && !errors.Is(err, ErrDuplicate) {
-		return err
-	}
-	return nil
+	return applyMessage(ctx, m, h.Apply, h.Closed)
 }

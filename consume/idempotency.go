@@ -166,6 +166,12 @@ func (i *Idempotency) begin(ctx context.Context, key map[string]types.AttributeV
 	if s, ok := current[attrStatus].(*types.AttributeValueMemberS); ok && s.Value == statusCompleted {
 		return ErrDuplicate
 	}
+	if t, ok := current[attrToken].(*types.AttributeValueMemberS); ok && t.Value == token {
+		// The hold is this copy's own: the put applied, its answer was
+		// lost, and the SDK's retry was refused by the record it wrote.
+		// The token is random per call, so no other copy holds it.
+		return nil
+	}
 	return ErrInProgress
 }
 

@@ -48,8 +48,29 @@ type Inbox struct {
 	consumer string
 	ttl      time.Duration
 	gaps     GapPolicy
+	late     LatePolicy
 	now      func() time.Time
 }
+
+// LatePolicy says what an Inbox does with a message whose group has
+// applied a later place and never the message's own: a dead letter an
+// operator redrove after its group went past it (skip), or a copy older
+// than the inbox's TTL. Either way the message is never retried: a
+// retry could not change its place.
+type LatePolicy int
+
+const (
+	// LateRecord, the default, applies nothing: it writes the message's
+	// inbox item, marked late with the place its group had reached, and
+	// Apply returns an error wrapping ErrLate, which Handler and Poller
+	// acknowledge. The group's order is never broken; find late
+	// messages by their inbox items' late_after.
+	LateRecord LatePolicy = iota
+	// LateApply applies the effect out of order, with the message's
+	// inbox item marked late, and leaves the group's cursor where it is.
+	// Choose it where the effect does not depend on the group's order.
+	LateApply
+)
 
 // InboxConfig configures an Inbox.
 type InboxConfig struct {
@@ -67,6 +88,8 @@ type InboxConfig struct {
 	TTL time.Duration
 	// Gaps says what Apply does at a gap in an ordered group.
 	Gaps GapPolicy
+	// Late says what Apply does with a message its group went past.
+	Late LatePolicy
 }
 
 // NewInbox returns an Inbox for the consumer. api may be nil for a
@@ -80,7 +103,7 @@ func NewInbox(api DynamoDBAPI, cfg InboxConfig) (*Inbox, error) {
 	case cfg.TTL < 0:
 		return nil, errors.New("inbox: TTL must not be negative")
 	}
-	return &Inbox{api: api, table: cfg.Table, consumer: cfg.Consumer, ttl: cfg.TTL, gaps: cfg.Gaps, now: time.Now}, nil
+	return &Inbox{api: api, table: cfg.Table, consumer: cfg.Consumer, ttl: cfg.TTL, gaps: cfg.Gaps, late: cfg.Late, now: time.Now}, nil
 }
 
 // validConsumer reports whether name can be a consumer's name: it is
@@ -103,10 +126,16 @@ var (
 	// *OrderError holds the places. The consumer decides: apply it out of
 	// order, or set it aside.
 	ErrPassed = errors.New("its group has applied a later place")
-	// ErrNoGroup is for a message with a place but no group: it reached a
-	// standard queue (which keeps no order), or was received without the
-	// MessageGroupId system attribute.
+	// ErrNoGroup is for a message with a place but no group: it was
+	// received from a queue not named (FromSQS) without the
+	// MessageGroupId system attribute. A queue known to keep no order
+	// (FromLambda's event source, FromQueue's URL) gives messages with
+	// neither, applied unordered.
 	ErrNoGroup = errors.New("an ordered message without its group")
+	// ErrLate is for a message its group went past, recorded and not
+	// applied (LateRecord): acknowledge it. An *OrderError says where
+	// the group was.
+	ErrLate = errors.New("recorded late, not applied: its group went past it")
 )
 
 // OrderError says why a message of an ordered group was refused.
@@ -153,7 +182,7 @@ func keyOf(pk string) map[string]types.AttributeValue {
 // unless the message's place is the next. Run them with the effect's own
 // items and give the error to Classify; Apply does both.
 func (in *Inbox) TransactItems(m Message) ([]types.TransactWriteItem, error) {
-	return in.items(m, nil)
+	return in.items(m, nil, nil)
 }
 
 // TransactItemsPast is TransactItems for a message Classify refused for a
@@ -163,12 +192,25 @@ func (in *Inbox) TransactItemsPast(m Message, gap *OrderError) ([]types.Transact
 	if gap == nil || !gap.Gap() || gap.Place != m.Seq || gap.Key != m.Key {
 		return nil, errors.New("inbox: TransactItemsPast needs the message's own gap")
 	}
-	return in.items(m, gap)
+	return in.items(m, gap, nil)
+}
+
+// TransactItemsLate is TransactItems for a message Classify refused
+// because its group went past it (ErrPassed): the put of its inbox item,
+// marked late, and no cursor update, so the group's order stays as it
+// is. Run it with the effect's items to apply the message late, or alone
+// to record it and apply nothing.
+func (in *Inbox) TransactItemsLate(m Message, passed *OrderError) ([]types.TransactWriteItem, error) {
+	if passed == nil || passed.Gap() || passed.Place != m.Seq || passed.Key != m.Key {
+		return nil, errors.New("inbox: TransactItemsLate needs the message's own refusal as passed")
+	}
+	return in.items(m, nil, passed)
 }
 
 // items builds the inbox put and, for an ordered message, the cursor
-// update: to the next place, or past gap.
-func (in *Inbox) items(m Message, gap *OrderError) ([]types.TransactWriteItem, error) {
+// update: to the next place, or past gap; for a late message (passed),
+// the put alone.
+func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWriteItem, error) {
 	if m.Key == "" {
 		return nil, errors.New("inbox: a message without a key")
 	}
@@ -193,6 +235,12 @@ func (in *Inbox) items(m Message, gap *OrderError) ([]types.TransactWriteItem, e
 		item[attrGapFrom] = &types.AttributeValueMemberN{Value: strconv.FormatInt(gap.Cursor+1, 10)}
 		item[attrGapTo] = &types.AttributeValueMemberN{Value: strconv.FormatInt(gap.Place-1, 10)}
 	}
+	if passed != nil {
+		item[attrLateAfter] = &types.AttributeValueMemberN{Value: strconv.FormatInt(passed.Cursor, 10)}
+	}
+	if m.Closed != "" {
+		item[attrClosed] = &types.AttributeValueMemberS{Value: m.Closed}
+	}
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
 	if err != nil {
 		return nil, fmt.Errorf("inbox: build condition: %w", err)
@@ -201,7 +249,7 @@ func (in *Inbox) items(m Message, gap *OrderError) ([]types.TransactWriteItem, e
 		TableName: aws.String(in.table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	}}}
-	if !m.Ordered() {
+	if !m.Ordered() || passed != nil {
 		return items, nil
 	}
 	after := m.Seq - 1 // the place the cursor must be at
@@ -307,26 +355,63 @@ func cursorSeq(item map[string]types.AttributeValue) (seq int64, found bool, err
 // Apply runs, in one transaction, the effect's items and the message's
 // TransactItems, and returns Classify's outcome: nil when the effect
 // committed, ErrDuplicate when it had already (acknowledge the message),
-// an *OrderError when it is not the group's turn (retry it later). With
-// GapPass a gap is passed: the effect commits, and the inbox item records
-// the places passed.
+// an *OrderError (ErrGap) when it is not the group's turn (retry it
+// later). With GapPass a gap is passed: the effect commits, and the inbox
+// item records the places passed. A message its group went past is
+// handled by the Late policy: recorded and not applied (an error
+// wrapping ErrLate and the *OrderError), or applied without moving the
+// cursor (nil).
+//
+// A message that closes a place (m.Closed) has no effect: the effect's
+// items are not written, and the place is recorded as Close does.
 func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactWriteItem) error {
 	if in.api == nil {
 		return errors.New("inbox: Apply needs a DynamoDB client")
+	}
+	if m.Closed != "" {
+		effect = nil
 	}
 	items, err := in.TransactItems(m)
 	if err != nil {
 		return err
 	}
 	err = in.run(ctx, m, effect, items)
-	var gap *OrderError
-	if in.gaps == GapPass && errors.As(err, &gap) && gap.Gap() {
-		if items, err = in.TransactItemsPast(m, gap); err != nil {
+	var order *OrderError
+	if !errors.As(err, &order) {
+		return err
+	}
+	switch {
+	case order.Gap() && in.gaps == GapPass:
+		if items, err = in.TransactItemsPast(m, order); err != nil {
 			return err
 		}
-		err = in.run(ctx, m, effect, items)
+		return in.run(ctx, m, effect, items)
+	case order.Gap():
+		return err
 	}
-	return err
+	if items, err = in.TransactItemsLate(m, order); err != nil {
+		return err
+	}
+	if in.late == LateApply && m.Closed == "" {
+		return in.run(ctx, m, effect, items)
+	}
+	if err := in.run(ctx, m, nil, items); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLate, order)
+}
+
+// Close records a message that closes a place (m.Closed): its inbox
+// item, marked with the reason, and its group's cursor moved past the
+// place, with no effect, so the group's next place is applied in turn.
+// A marker is ordered like a row: ErrGap before its turn (GapPass passes
+// the gap), ErrDuplicate for a copy, ErrLate once the group went past.
+// Give it to Handler.Closed or Poller.Closed.
+func (in *Inbox) Close(ctx context.Context, m Message) error {
+	if m.Closed == "" {
+		return fmt.Errorf("inbox: message %s closes no place: apply it", m.Key)
+	}
+	return in.Apply(ctx, m)
 }
 
 // run writes effect and items in one transaction and classifies the

@@ -20,6 +20,14 @@ type Message struct {
 	// Seq is the row's place in its ordered group, from 1; 0 for a row of
 	// an unordered route.
 	Seq int64
+	// Closed is set on a message that is no row but the place of one that
+	// will not come: "dead-letter" for a row dead-lettered on a route
+	// whose group goes past its dead letters (skip), "purged" for a dead
+	// letter an operator purged. Key and Seq are the row's; the payload
+	// is no row's. Inbox.Close records it and moves the group's cursor
+	// past the place; Handler and Poller give it to their Closed hook,
+	// never to Apply.
+	Closed string
 	// Attempt is the delivery attempt that sent this copy, from 1.
 	Attempt int
 	// Payload is the row's payload as staged, decoded from base64 when

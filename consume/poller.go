@@ -32,9 +32,12 @@ type Poller struct {
 	API PollAPI
 	// QueueURL is the queue's URL.
 	QueueURL string
-	// Apply applies one message, as Handler's does: nil and ErrDuplicate
-	// count as done.
+	// Apply applies one message, as Handler's does: nil, ErrDuplicate and
+	// ErrLate count as done.
 	Apply func(ctx context.Context, m Message) error
+	// Closed is given the messages that close a place (Message.Closed),
+	// as Handler's is: an Inbox's Close. Nil acknowledges them unread.
+	Closed func(ctx context.Context, m Message) error
 	// Concurrency bounds the groups applied at once (standard queue: the
 	// messages); 0 means 4.
 	Concurrency int
@@ -183,14 +186,11 @@ func (p *Poller) batch(ctx context.Context, msgs []types.Message) {
 
 // apply decodes and applies one message: nil when it is done.
 func (p *Poller) apply(ctx context.Context, msg types.Message) error {
-	m, err := FromSQS(msg)
+	m, err := FromQueue(p.QueueURL, msg)
 	if err != nil {
 		return err
 	}
-	if err := p.Apply(ctx, m); err != nil && !errors.Is(err, ErrDuplicate) {
-		return err
-	}
-	return nil
+	return applyMessage(ctx, m, p.Apply, p.Closed)
 }
 
 // extend renews the messages' visibility every third of it until the

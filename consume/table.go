@@ -31,6 +31,8 @@ const (
 	attrSkipped   = "skipped"
 	attrGapFrom   = "gap_from"
 	attrGapTo     = "gap_to"
+	attrLateAfter = "late_after"
+	attrClosed    = "closed"
 	attrStatus    = "status"
 	attrToken     = "token"
 	attrHeldUntil = "held_until"

@@ -21,7 +21,24 @@ const (
 	// for a row staged in one, so its consumer can check the group's
 	// order: it takes one of the row's attributes.
 	AttrSeq = "outflow.seq"
+	// AttrClosed marks a message that is no row but the place of one that
+	// will not come: a dead letter its group went past (skip), or one an
+	// operator purged. Its value says which and names nothing of the
+	// payload; the message carries the row's key and place, and a short
+	// body. See ClosedBody.
+	AttrClosed = "outflow.closed"
 )
+
+// The reasons a place is closed, as AttrClosed carries them.
+const (
+	ClosedDeadLetter = "dead-letter"
+	ClosedPurged     = "purged"
+)
+
+// ClosedBody is the body of a message that closes a place: SQS and SNS
+// refuse an empty one, and a consumer that reads bodies alone sees at
+// once that it is no row.
+const ClosedBody = `{"outflow":"closed"}`
 
 // Limits of SQS, and of SNS where they are the same.
 const (
