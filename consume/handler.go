@@ -22,7 +22,7 @@ type Handler struct {
 	// closes a place.
 	Apply func(ctx context.Context, m Message) error
 	// Closed is given each message that closes a place (Message.Closed: a
-	// dead letter its group went past, a purged one), with the same
+	// dead letter an operator purged), with the same
 	// outcomes as Apply. A consumer with an Inbox sets it to the inbox's
 	// Close, so its group's cursor moves past the place; nil acknowledges
 	// such messages unread, which suits a consumer that keeps no order.

@@ -21,10 +21,8 @@ type Message struct {
 	// an unordered route.
 	Seq int64
 	// Closed is set on a message that is no row but the place of one that
-	// will not come: "dead-letter" for a row dead-lettered on a route
-	// whose group goes past its dead letters (skip), "purged" for a dead
-	// letter an operator purged. Key and Seq are the row's; the payload
-	// is no row's. Inbox.Close records it and moves the group's cursor
+	// will not come: "purged" for a dead letter an operator purged. Key
+	// and Seq are the row's; the payload is no row's. Inbox.Close records it and moves the group's cursor
 	// past the place; Handler and Poller give it to their Closed hook,
 	// never to Apply.
 	Closed string

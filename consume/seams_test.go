@@ -92,7 +92,7 @@ func TestHandler_GivesMarkersToClosedAndAcknowledgesLateMessages(t *testing.T) {
 		Closed: in.Close,
 	}
 	resp, err := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
-		fifoRecord("k1", 1, ""), fifoRecord("k2", 2, target.ClosedDeadLetter), fifoRecord("k3", 3, ""),
+		fifoRecord("k1", 1, ""), fifoRecord("k2", 2, target.ClosedPurged), fifoRecord("k3", 3, ""),
 	}})
 	require.NoError(t, err)
 	require.Empty(t, failedIDs(resp), "the closed place lets place 3 apply in turn")

@@ -78,7 +78,7 @@ var Vars = []Var{
 		return err
 	}, ""},
 	{"OUTFLOW_SHARDS", "4", "Due-index shards. May grow, never shrink; producers must use the same value.", intVar(func(c *Config) *int { return &c.Store.Shards }), "Shards"},
-	{"OUTFLOW_DONE_RETENTION", "0s", "Keep delivered rows as `done` this long (TTL); 0 deletes them.", durVar(func(c *Config) *time.Duration { return &c.Store.DoneRetention }), "DoneRetention"},
+	{"OUTFLOW_DONE_RETENTION", "24h", "Keep delivered rows as `done` this long (TTL), so a producer's retry of a delivered key is recognised as staged rather than staged again; 0 deletes them, and a key delivered can then be staged again.", durVar(func(c *Config) *time.Duration { return &c.Store.DoneRetention }), "DoneRetention"},
 	{"OUTFLOW_MAX_ATTEMPTS", "8", "Delivery attempts per row, counting lost claims, before it is dead-lettered.", intVar(func(c *Config) *int { return &c.Policy.MaxAttempts }), "MaxAttempts"},
 	{"OUTFLOW_BACKOFF_BASE", "1s", "Delay before the first retry.", durVar(func(c *Config) *time.Duration { return &c.Policy.BackoffBase }), "BackoffBase"},
 	{"OUTFLOW_BACKOFF_MULTIPLIER", "2", "Growth of the delay per further attempt.", intVar(func(c *Config) *int { return &c.Policy.BackoffMultiplier }), "BackoffMultiplier"},

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/config"
+	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -168,4 +169,17 @@ func TestLoad_RefusesACallTimeoutNoCallCanMeet(t *testing.T) {
 			require.ErrorContains(t, err, tt.want, "accepted, with a per-call timeout of %s", c.Policy.CallTimeout())
 		})
 	}
+}
+
+func TestDefaultDoneRetentionIsTheStoresOne(t *testing.T) {
+	t.Parallel()
+	for _, v := range config.Vars {
+		if v.Name == "OUTFLOW_DONE_RETENTION" {
+			d, err := time.ParseDuration(v.Default)
+			require.NoError(t, err)
+			require.Equal(t, dynamo.DefaultDoneRetention, d, "one figure for the idempotency window")
+			return
+		}
+	}
+	t.Fatal("OUTFLOW_DONE_RETENTION is not among the variables")
 }

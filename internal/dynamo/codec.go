@@ -34,6 +34,7 @@ type item struct {
 	FailedAt   int64             `dynamodbav:"failed_at,omitempty"`
 	UnsureAt   int64             `dynamodbav:"unsure_at,omitempty"`
 	RedrivenAt int64             `dynamodbav:"redriven_at,omitempty"`
+	Closed     string            `dynamodbav:"closed,omitempty"`
 	DeadQueue  string            `dynamodbav:"dead_queue,omitempty"`
 	Errors     []attemptError    `dynamodbav:"errors,omitempty"`
 	LastError  string            `dynamodbav:"last_error,omitempty"`
@@ -72,7 +73,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 		Key: row.Key, Queue: row.Queue, Attributes: row.Attributes, Group: row.Group,
 		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
 		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil), UnsureAt: ms(row.UnsureAt),
-		RedrivenAt: ms(row.RedrivenAt), LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
+		RedrivenAt: ms(row.RedrivenAt), Closed: row.Closed, LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
 	}
 	switch row.Status {
 	case outbox.StatusPending, outbox.StatusClaimed:
@@ -149,6 +150,7 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	if n, ok := wholeNumber(d.av, AttrRedrivenAt); ok {
 		row.RedrivenAt = fromMs(n)
 	}
+	row.Closed = d.str(AttrClosed)
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
 	row.StageID = d.str(AttrStageID)

@@ -226,13 +226,71 @@ var errListed = errors.New("listed enough")
 // value holds none.
 type UnsureBound struct{ By, Implausible time.Time }
 
-// Purge deletes a dead letter that failed at or before failedBy (the
+// Purge, at now, removes a dead letter that failed at or before failedBy (the
 // moment the operator saw it; zero for any) and that unsure does not hold
-// back. Only such rows are deleted; any other, a row redriven since or
+// back. Only such rows are purged; any other, a row redriven since or
 // one that failed again after failedBy, a dead letter the operator never
 // saw, one a copy of which may still land, gives a *outbox.ConflictError
 // whose Current says which.
-func (o *Operator) Purge(ctx context.Context, key string, failedBy time.Time, unsure UnsureBound) error {
+//
+// A dead letter with no place in an ordered group is deleted, one write.
+// One with a place (seq and group, on a FIFO route) is not: its consumer
+// counts places, and would wait for ever for one never sent. It goes back
+// to pending, due now, on its group's shard, marked closed ("purged"),
+// and from now the dispatcher sends in its place the message that closes it, then
+// settles it as delivered; its successors follow as they follow any row.
+// Telling the two apart costs such a row one refused write (the delete's),
+// as a redrive does (see placing).
+func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Time, unsure UnsureBound) error {
+	cond := o.purgeable(failedBy, unsure)
+	expr, err := expression.NewBuilder().WithCondition(cond.And(unordered())).Build()
+	if err != nil {
+		return fmt.Errorf("build purge condition: %w", err)
+	}
+	_, err = o.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(o.cfg.Table), Key: keyOf(key),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) || ccf.Item == nil || ccf.Item[AttrSeq] == nil || ccf.Item[AttrGroup] == nil {
+		return o.wrap("purge", key, err)
+	}
+	row, same := placementOf(key, ccf.Item)
+	if _, _, malformed := readLink(ccf.Item); malformed != "" || !ordered(row) || !outbox.FIFORoute(row.Queue) {
+		// A place no producer of Outflow's writes (a seq, group or prev
+		// of the wrong type, a group off a FIFO route): no place a
+		// consumer counts to close. Deleted, as any other dead letter.
+		return o.purgeDelete(ctx, key, o.purgeable(failedBy, unsure).And(same))
+	}
+	closeUpd := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
+		Set(expression.Name(AttrAttempt), expression.Value(0)).
+		Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
+		Set(expression.Name(AttrShard), expression.Value(ShardFor(row, o.cfg.Shards))).
+		Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedPurged)).
+		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
+	_, err = o.update(ctx, "purge", key, o.purgeable(failedBy, unsure).And(same), closeUpd, types.ReturnValueNone)
+	return err
+}
+
+// purgeDelete deletes the dead letter key under cond.
+func (o *Operator) purgeDelete(ctx context.Context, key string, cond expression.ConditionBuilder) error {
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("build purge condition: %w", err)
+	}
+	_, err = o.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(o.cfg.Table), Key: keyOf(key),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return o.wrap("purge", key, err)
+}
+
+// purgeable is the condition under which Purge takes a row: failed, at or
+// before failedBy, and not held back by unsure. It builds afresh for each
+// write (a builder shares its operations with every copy).
+func (o *Operator) purgeable(failedBy time.Time, unsure UnsureBound) expression.ConditionBuilder {
 	cond := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
 	if !failedBy.IsZero() {
 		failed := expression.Name(AttrFailedAt)
@@ -248,16 +306,7 @@ func (o *Operator) Purge(ctx context.Context, key string, failedBy time.Time, un
 		}
 		cond = cond.And(free)
 	}
-	expr, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return fmt.Errorf("build purge condition: %w", err)
-	}
-	_, err = o.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(o.cfg.Table), Key: keyOf(key),
-		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	return o.wrap("purge", key, err)
+	return cond
 }
 
 // WithGroups reads the group and the place in its ordered group (Group,

@@ -64,7 +64,7 @@ func TestOperatorStats_CountsTheGroupsWhoseEarliestDeadLetterBlocks(t *testing.T
 
 	// A purged head and a redriven one no longer hold their groups; a3,
 	// now a's earliest dead letter, does.
-	require.NoError(t, op.Purge(ctx, "b1", time.Time{}, dynamo.UnsureBound{}))
+	require.NoError(t, op.Purge(ctx, "b1", time.Now(), time.Time{}, dynamo.UnsureBound{}))
 	require.NoError(t, s.Redrive(ctx, "a2", t0.Add(time.Hour)))
 	st, err = op.Stats(ctx, t0.Add(time.Hour), blocks)
 	require.NoError(t, err)

@@ -37,6 +37,10 @@ const (
 	AttrLastError  = "last_error"
 	AttrExpiresAt  = "expires_at"
 	AttrRedrivenAt = "redriven_at"
+	// AttrClosed (S) is outbox.Row.Closed: set by a purge of a dead
+	// letter with a place in an ordered group, which goes back to pending
+	// to be sent as the message that closes its place.
+	AttrClosed = "closed"
 	// AttrSeq and AttrPrev order a row in its group: its place, from 1,
 	// and its predecessor's key. A group item holds AttrSeq and AttrTail.
 	AttrSeq  = "seq"

@@ -27,6 +27,14 @@ type API interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
+// DefaultDoneRetention is how long the dispatcher keeps a delivered row
+// as done by default (OUTFLOW_DONE_RETENTION): the window in which a
+// producer's retry of a key already delivered is recognised as staged,
+// not staged again. Keeping the row costs no write a delete would not:
+// both write the item once and remove its due-index entry, and the TTL's
+// delete is free.
+const DefaultDoneRetention = 24 * time.Hour
+
 // Config says which table the store uses and how.
 type Config struct {
 	// Table is the table name.
@@ -34,7 +42,8 @@ type Config struct {
 	// Shards is the number of due-index partitions; it may grow, never
 	// shrink.
 	Shards int
-	// DoneRetention keeps delivered rows as status done for this long,
+	// DoneRetention keeps delivered rows as status done for this long
+	// (the dispatcher's default is DefaultDoneRetention),
 	// expired by TTL; zero deletes them on delivery (the cheapest choice).
 	DoneRetention time.Duration
 }

@@ -174,7 +174,7 @@ func Purge(ctx context.Context, op *dynamo.Operator, keys []string, sel Selectio
 	// not written by one: it would hold its row, and its group, for ever.
 	implausible := hold.Now.Add(outbox.MaxUnsureWait)
 	res, err := Apply(ctx, "purge", each, func(ctx context.Context, k string) error {
-		err := op.Purge(ctx, k, chosen, dynamo.UnsureBound{By: unsureBy, Implausible: implausible})
+		err := op.Purge(ctx, k, hold.Now, chosen, dynamo.UnsureBound{By: unsureBy, Implausible: implausible})
 		var conflict *outbox.ConflictError
 		if errors.As(err, &conflict) {
 			// Refused: held only if the unsure send is the sole reason (a

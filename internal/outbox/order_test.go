@@ -518,7 +518,7 @@ func TestOrdered_ARowWhosePrevIsMalformedBlocksItsGroupUnderEitherPolicy(t *test
 			// Phase 3: an operator purges it, and the group moves on.
 			op, err := dynamo.NewOperator(awstest.DynamoDB(t), dynamo.Config{Table: h.store.Table(), Shards: h.store.Shards()})
 			require.NoError(t, err)
-			require.NoError(t, op.Purge(context.Background(), k[1], time.Time{}, dynamo.UnsureBound{}))
+			require.NoError(t, op.Purge(context.Background(), k[1], h.clock.Now(), time.Time{}, dynamo.UnsureBound{}))
 			res, err = e.Sweep(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, 1, res.Delivered)

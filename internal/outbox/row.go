@@ -58,6 +58,11 @@ type Row struct {
 	// Prev is the key of the row staged just before it in its ordered
 	// group; empty for the group's first row and for unordered rows.
 	Prev string
+	// Closed is set on a row of an ordered group whose place is closed: a
+	// dead letter an operator purged ("purged"). It is sent in its place
+	// as a message that closes the place, never as its payload, so the
+	// consumer's cursor moves past it instead of waiting for it.
+	Closed string
 
 	Status Status
 	// Attempt counts delivery attempts that were claimed, including claims
@@ -197,3 +202,9 @@ type DueRef struct {
 	// wake may send it without a claim (see Engine.DeliverRefs).
 	Image *Row
 }
+
+// The reasons a row's place in its ordered group is closed (Row.Closed).
+const (
+	// ClosedPurged is a dead letter an operator purged.
+	ClosedPurged = "purged"
+)

@@ -22,18 +22,15 @@ const (
 	// order: it takes one of the row's attributes.
 	AttrSeq = "outflow.seq"
 	// AttrClosed marks a message that is no row but the place of one that
-	// will not come: a dead letter its group went past (skip), or one an
-	// operator purged. Its value says which and names nothing of the
-	// payload; the message carries the row's key and place, and a short
-	// body. See ClosedBody.
+	// will not come: a dead letter an operator purged. Its value says why
+	// and names nothing of the payload; the message carries the row's key
+	// and place, and a short body. See ClosedBody.
 	AttrClosed = "outflow.closed"
 )
 
-// The reasons a place is closed, as AttrClosed carries them.
-const (
-	ClosedDeadLetter = "dead-letter"
-	ClosedPurged     = "purged"
-)
+// ClosedPurged is the reason AttrClosed carries for a dead letter an
+// operator purged.
+const ClosedPurged = outbox.ClosedPurged
 
 // ClosedBody is the body of a message that closes a place: SQS and SNS
 // refuse an empty one, and a consumer that reads bodies alone sees at
@@ -135,6 +132,11 @@ func AttrType(name string) string {
 // NewMessage builds the message for a row, or says why the row cannot be
 // one.
 func NewMessage(row outbox.Row, fifo bool) (Message, error) {
+	if row.Closed != "" {
+		// The place of a row that will not come: its key and place, and
+		// why, none of its payload or attributes.
+		row.Payload, row.Attributes = []byte(ClosedBody), map[string]string{AttrClosed: row.Closed}
+	}
 	if len(row.Payload) == 0 {
 		return Message{}, fmt.Errorf("%w: SQS and SNS need a message body of at least one character", ErrEmptyPayload)
 	}
@@ -146,7 +148,7 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 	if row.Seq > 0 {
 		attrs[AttrSeq] = strconv.FormatInt(row.Seq, 10)
 	}
-	if err := checkAttributes(row.Attributes); err != nil {
+	if err := checkAttributes(row.Attributes); err != nil && row.Closed == "" {
 		return Message{}, err
 	}
 	for k, v := range row.Attributes {
