@@ -74,7 +74,7 @@ func (p *Producer) describe(ie *ItemError, item types.TransactWriteItem) {
 		ie.Table, ie.Key = aws.ToString(item.Update.TableName), item.Update.Key
 		// Only a route the producer orders has group items: an update of
 		// a key that merely reads "group a b" is one of yours.
-		if q, g := groupOf(item.Update.Key); ie.Table == p.store.Table() && p.ordered[q] {
+		if q, g := groupOf(item.Update.Key); ie.Table == p.store.Table() && p.ordered.known(q) {
 			ie.Queue, ie.Group = q, g
 		}
 	case item.Delete != nil:

@@ -32,6 +32,14 @@ type Config struct {
 	// OUTFLOW_ORDERED too). Staging rows of such a group in one
 	// transaction costs a consistent read of the group's tail, and one
 	// update of the group's item besides the rows' puts.
+	//
+	// Nil reads them from the dispatcher's published configuration in
+	// the table when a row of a FIFO route is first staged, and again
+	// once a minute (one strongly consistent GetItem); with none
+	// published, rows of FIFO routes are refused (ErrOrderUnknown), since
+	// a row of an ordered route staged without its place would reach its
+	// consumer in no order. An empty, non-nil list says no route is
+	// ordered.
 	Ordered []string
 	// Routes is the dispatcher's OUTFLOW_ROUTES. Given, each row is
 	// checked against its route's target (an SNS topic's limits; an
@@ -46,7 +54,7 @@ type Producer struct {
 	api      DynamoDB
 	store    *dynamo.Store
 	maxBytes int
-	ordered  map[string]bool
+	ordered  *orderedRoutes
 	// targets is Config.Routes read; nil when none were given.
 	targets map[string]target.Target
 	now     func() time.Time
@@ -62,12 +70,19 @@ func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ordered := map[string]bool{}
-	for _, q := range cfg.Ordered {
-		if !outbox.FIFORoute(q) {
-			return nil, fmt.Errorf("ordered route %q: only FIFO routes (names ending in .fifo) keep an order per group", q)
+	ordered, err := newOrderedRoutes(cfg.Ordered, func(ctx context.Context) (map[string]bool, error) {
+		p, err := dynamo.ReadPublished(ctx, client, cfg.Table)
+		if err != nil {
+			return nil, err
 		}
-		ordered[q] = true
+		set := make(map[string]bool, len(p.Ordered))
+		for q := range p.Ordered {
+			set[q] = true
+		}
+		return set, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var targets map[string]target.Target
 	if strings.TrimSpace(cfg.Routes) != "" {
@@ -86,32 +101,44 @@ func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 }
 
 // prepare validates a row and fills in its key, and with trace an empty
-// trace context from ctx.
-func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (outbox.Row, error) {
+// trace context from ctx. ordered reports whether its route is ordered,
+// also for a row refused.
+func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (row outbox.Row, ordered bool, err error) {
 	t := target.Target{Kind: target.KindSQS, FIFO: outbox.FIFORoute(r.Queue)}
 	if p.targets != nil {
 		routed, ok := p.targets[r.Queue]
 		if !ok && strings.TrimSpace(r.Queue) != "" {
-			return outbox.Row{}, fmt.Errorf("%w: %q is not in the routes given", ErrNoRoute, r.Queue)
+			return outbox.Row{}, false, fmt.Errorf("%w: %q is not in the routes given", ErrNoRoute, r.Queue)
 		}
 		t = routed
+	}
+	ordered, unknown := p.ordered.ordered(ctx, r.Queue)
+	if unknown != nil {
+		// Checked as strictly as an ordered row (one attribute less), so
+		// a row the target refuses says so first.
+		ordered = true
 	}
 	if _, given := r.Attributes[outbox.AttrTraceParent]; trace && !given && r.TraceParent == "" {
 		// The context's trace goes only where it fits: a row valid without
 		// it is never refused for it.
 		traced := r
-		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(t, p.maxBytes, p.ordered[r.Queue]) == nil {
+		if traced.TraceParent = TraceParent(ctx); traced.TraceParent != "" && traced.validate(t, p.maxBytes, ordered) == nil {
 			r = traced
 		}
 	}
-	if err := r.validate(t, p.maxBytes, p.ordered[r.Queue]); err != nil {
-		return outbox.Row{}, err
+	if err := r.validate(t, p.maxBytes, ordered); err != nil {
+		// ordered still says where the row belonged: Put holds its
+		// group's later rows back.
+		return outbox.Row{}, ordered, err
+	}
+	if unknown != nil {
+		return outbox.Row{}, ordered, unknown
 	}
 	if r.Key == "" {
 		r.Key = ulid.MustNew(ulid.Timestamp(p.now()), rand.Reader).String()
 	}
 	attrs, _ := r.attributes() // validate checked them
-	return outbox.Row{Key: r.Key, Queue: r.Queue, Payload: r.Payload, Attributes: maps.Clone(attrs), Group: r.Group, NotBefore: r.NotBefore}, nil
+	return outbox.Row{Key: r.Key, Queue: r.Queue, Payload: r.Payload, Attributes: maps.Clone(attrs), Group: r.Group, NotBefore: r.NotBefore}, ordered, nil
 }
 
 // TransactItem validates row and returns the conditional put that stages
@@ -121,11 +148,11 @@ func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (outbox.Row, 
 //
 // A row of an ordered route needs TransactItems instead.
 func (p *Producer) TransactItem(r Row) (types.TransactWriteItem, error) {
-	row, err := p.prepare(context.Background(), r, false)
+	row, ordered, err := p.prepare(context.Background(), r, false)
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
-	if p.ordered[row.Queue] {
+	if ordered {
 		return types.TransactWriteItem{}, fmt.Errorf("%w: route %s is ordered: stage its rows with TransactItems", ErrOrderedRoute, row.Queue)
 	}
 	return p.put(row)
@@ -189,11 +216,13 @@ func (p *Producer) stageRows(ctx context.Context, rows []Row, own int) ([]string
 	groups := map[groupID][]int{}
 	var order []groupID
 	seen := make(map[string]int, len(rows))
+	isOrdered := make([]bool, len(rows))
 	for i, r := range rows {
-		row, err := p.prepare(ctx, r, true)
+		row, ordered, err := p.prepare(ctx, r, true)
 		if err != nil {
 			return nil, nil, fmt.Errorf("row %d: %w", i, err)
 		}
+		isOrdered[i] = ordered
 		if j, ok := seen[row.Key]; ok {
 			// DynamoDB would refuse the whole transaction with a
 			// validation error that names no row.
@@ -201,7 +230,7 @@ func (p *Producer) stageRows(ctx context.Context, rows []Row, own int) ([]string
 		}
 		seen[row.Key] = i
 		prepared[i], keys[i] = row, row.Key
-		if p.ordered[row.Queue] {
+		if ordered {
 			id := groupID{row.Queue, row.Group}
 			if _, ok := groups[id]; !ok {
 				order = append(order, id)
@@ -222,7 +251,7 @@ func (p *Producer) stageRows(ctx context.Context, rows []Row, own int) ([]string
 	now := p.now()
 	items := make([]types.TransactWriteItem, len(rows), len(rows)+len(order))
 	for i, row := range prepared {
-		if p.ordered[row.Queue] {
+		if isOrdered[i] {
 			continue // its group's chain puts it in place below
 		}
 		item, err := p.put(row)
@@ -271,12 +300,12 @@ func (p *Producer) Put(ctx context.Context, rows ...Row) ([]string, error) {
 	var order []groupID
 	prepared := make([]outbox.Row, len(rows))
 	for i, r := range rows {
-		row, err := p.prepare(ctx, r, true)
+		row, ordered, err := p.prepare(ctx, r, true)
 		if err != nil {
 			errs[i] = fmt.Errorf("row %d: %w", i, err)
 		}
 		keys[i], prepared[i] = row.Key, row
-		if p.ordered[r.Queue] {
+		if ordered {
 			id := groupID{r.Queue, r.Group}
 			if _, ok := groups[id]; !ok {
 				order = append(order, id)

@@ -23,7 +23,7 @@ const (
 func newRoutedProducer(t *testing.T, maxBytes int) (*outflow.Producer, *dynamo.Store) {
 	t.Helper()
 	table := awstest.NewTable(t)
-	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Routes: testRoutes, MaxMessageBytes: maxBytes})
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Routes: testRoutes, MaxMessageBytes: maxBytes, Ordered: []string{}})
 	require.NoError(t, err)
 	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 4})
 	require.NoError(t, err)

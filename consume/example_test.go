@@ -52,10 +52,11 @@ func ExampleInbox_Apply() {
 			UpdateExpression:          aws.String("ADD balance :a"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberN{Value: "5"}},
 		}}
-		// nil: applied; ErrDuplicate: applied before (the handler acks it);
-		// an *OrderError: not its turn (the handler reports it failed).
+		// nil: applied; ErrDuplicate: applied before, ErrLate: its group
+		// went past it (the handler acks both); an *OrderError (ErrGap):
+		// not its turn (the handler reports it failed).
 		return inbox.Apply(ctx, m, credit)
-	}}
+	}, Closed: inbox.Close} // a purged row's place: the cursor moves past it
 	_ = h // lambda.Start(h.Handle)
 }
 

@@ -73,7 +73,7 @@ func noCRC(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 // dispatcher is the store and deliverer the functions build, over cfg
 // (whose instrumentation counts their requests).
 func dispatcher(cfg aws.Config, table string, shards int, routes delivery.Routes) (*dynamo.Store, *delivery.Router, error) {
-	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: shards})
+	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: shards, DoneRetention: dynamo.DefaultDoneRetention})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -376,6 +376,14 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		r.settle(ctx, row, Permanent(fmt.Errorf("%w: %s", errMalformed, row.Malformed)))
 		return true
 	}
+	if listed && row.Seq == 0 && row.Prev == "" {
+		// Staged with no place (a producer that does not list the route
+		// as ordered, or another language's): it goes, for nothing is
+		// lost by sending it, but in no order, and its consumer applies
+		// it unordered. Say so where an operator looks.
+		r.log.WarnContext(ctx, "row of an ordered route has no place in its group: delivered in no order; list the route as ordered in its producer",
+			"key", row.Key, "queue", row.Queue)
+	}
 	// The check above vouches for the predecessor it read: a wake ref's
 	// comes from a stream image, which may be of an earlier row of that key.
 	if row.Seq != ref.Seq {

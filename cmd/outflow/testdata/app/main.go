@@ -32,8 +32,10 @@ func run(ctx context.Context, routes []string) error {
 	// moto's response checksums do not always match their bodies.
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	// OUTFLOW_ORDERED is "none" or route[=block|skip],...: the producer
-	// wants the route names.
-	var ordered []string
+	// wants the route names. An empty list says none; nil would read them
+	// from the table, where a dispatcher that has not run yet publishes
+	// nothing.
+	ordered := []string{}
 	for _, r := range strings.Split(os.Getenv("OUTFLOW_ORDERED"), ",") {
 		if name, _, _ := strings.Cut(r, "="); strings.TrimSpace(name) != "" && strings.TrimSpace(name) != "none" {
 			ordered = append(ordered, strings.TrimSpace(name))
