@@ -33,7 +33,6 @@ type orderedRoutes struct {
 
 	mu  sync.Mutex
 	set map[string]bool
-	err error
 	at  time.Time
 	now func() time.Time
 }

@@ -37,7 +37,7 @@ func (a *lostResponseAPI) TransactWriteItems(ctx context.Context, in *dynamodb.T
 // For an ordered route, a Put whose transaction committed but whose
 // response was lost (a client timeout) returns an error; by the time the
 // producer retries, the wake (or a sweep) has delivered the row and
-// deleted it (OUTFLOW_DONE_RETENTION=0, the default). The retry finds the
+// deleted it (OUTFLOW_DONE_RETENTION=0; the default keeps it 24 h). The retry finds the
 // key free and the row still the group's tail, and stages the key again
 // with prev = its own key. That row waits for itself for ever, and so does
 // every row the producer stages in the group afterwards: no dead letter,

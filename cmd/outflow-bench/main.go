@@ -485,7 +485,7 @@ func wakeLatency(ctx context.Context, n int) ([]time.Duration, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = r.Run(runCtx) }()
-	p, err := outflow.NewProducer(dynamodb.NewFromConfig(r.AWS), outflow.Config{Table: r.Stack.Table})
+	p, err := outflow.NewProducer(dynamodb.NewFromConfig(r.AWS), outflow.Config{Table: r.Stack.Table, Ordered: []string{}})
 	if err != nil {
 		return nil, err
 	}

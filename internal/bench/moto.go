@@ -138,7 +138,7 @@ func drainOnEndpoint(ctx context.Context, endpoint string, rows, payloadBytes in
 	if err != nil {
 		return res, err
 	}
-	pcfg := outflow.Config{Table: table}
+	pcfg := outflow.Config{Table: table, Ordered: []string{}}
 	if groupSize > 0 {
 		pcfg.Ordered = []string{FIFOQueue}
 	}

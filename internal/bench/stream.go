@@ -370,7 +370,7 @@ func wakeFilter(rec streamtypes.Record) bool {
 // stage runs c.Producers producers, each staging its share of c.Rows in
 // small batches, paced to spread the rows evenly over c.Stage.
 func stage(ctx context.Context, client *dynamodb.Client, table string, c StreamConfig, staged func([]outflow.Row, time.Time)) error {
-	pcfg := outflow.Config{Table: table, Shards: c.Shards}
+	pcfg := outflow.Config{Table: table, Shards: c.Shards, Ordered: []string{}}
 	if c.Ordered {
 		pcfg.Ordered = []string{FIFOQueue}
 	}

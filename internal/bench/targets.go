@@ -103,7 +103,7 @@ func drainTarget(ctx context.Context, endpoint string, kind delivery.Kind, rows,
 	}
 	routes := delivery.Routes{targetRoute: target}
 
-	p, err := outflow.NewProducer(admin, outflow.Config{Table: table, Routes: routes.String()})
+	p, err := outflow.NewProducer(admin, outflow.Config{Table: table, Routes: routes.String(), Ordered: []string{}})
 	if err != nil {
 		return res, err
 	}

@@ -139,8 +139,11 @@ func (a *app) enqueueConfig(cmd *cobra.Command, client dynamo.ItemGetter, routes
 				return outflow.Config{}, usagef("%s=%q: %w", from, v, err)
 			}
 		}
+		// A list, never nil: the settings say which routes are ordered
+		// (none by default, as the dispatcher's), and nil would make the
+		// producer look for a published configuration there is none of.
 		return outflow.Config{Table: a.table, Shards: a.shards, Routes: s["OUTFLOW_ROUTES"], MaxMessageBytes: maxBytes,
-			Ordered: slices.Sorted(maps.Keys(ordered))}, nil
+			Ordered: append([]string{}, slices.Sorted(maps.Keys(ordered))...)}, nil
 	}
 	mine, err := s.onPublished(pub)
 	if err != nil {
@@ -154,5 +157,5 @@ func (a *app) enqueueConfig(cmd *cobra.Command, client dynamo.ItemGetter, routes
 			outflow.ErrNoRoute, queue, a.table, strings.Join(slices.Sorted(maps.Keys(pub.Routes)), ", "))
 	}
 	return outflow.Config{Table: a.table, Shards: pub.Shards, Routes: pub.RoutesString(), MaxMessageBytes: pub.MaxMessageBytes,
-		Ordered: slices.Sorted(maps.Keys(pub.Ordered))}, nil
+		Ordered: append([]string{}, slices.Sorted(maps.Keys(pub.Ordered))...)}, nil
 }

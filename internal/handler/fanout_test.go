@@ -62,7 +62,7 @@ func partitioned(t *testing.T, k int, inv handler.Invoker) (*handler.Runtime, *s
 	rt, err := handler.Setup(awstest.TestConfig(t), func(v string) string { return env[v] }, out)
 	require.NoError(t, err)
 	rt.Invoker = inv
-	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Shards: fanoutShards})
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Shards: fanoutShards, Ordered: []string{}})
 	require.NoError(t, err)
 	byPartition := map[int][]string{}
 	shards := map[int]bool{}

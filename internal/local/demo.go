@@ -207,7 +207,7 @@ func (d *Demo) Run(ctx context.Context, r *Runner, progress io.Writer, interacti
 	if err != nil {
 		return DemoReport{}, err
 	}
-	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table, Shards: shards, Ordered: slices.Sorted(maps.Keys(ordered))})
+	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table, Shards: shards, Ordered: append([]string{}, slices.Sorted(maps.Keys(ordered))...)})
 	if err != nil {
 		return DemoReport{}, err
 	}

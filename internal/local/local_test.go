@@ -80,7 +80,7 @@ func TestWakeFeed_SeesExactlyThePendingInsertsTheTemplateFilterMatches(t *testin
 	go func() { _ = r.Run(runCtx) }()
 
 	db := dynamodb.NewFromConfig(r.AWS)
-	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table})
+	p, err := outflow.NewProducer(db, outflow.Config{Table: r.Stack.Table, Ordered: []string{}})
 	require.NoError(t, err)
 	want := map[string]int{}
 	for i := range 5 {

@@ -13,7 +13,7 @@ import (
 )
 
 // Review 12b: an ordered row whose key is staged again after it was
-// delivered (and deleted: OUTFLOW_DONE_RETENTION=0, the default).
+// delivered (and deleted: OUTFLOW_DONE_RETENTION=0; the default keeps it 24 h).
 //
 // This is what an idempotent producer retry does: Put (or the caller's
 // TransactWriteItems) commits, the response is lost, the wake delivers and
