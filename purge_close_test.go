@@ -30,7 +30,7 @@ func (r refusing) Deliver(ctx context.Context, queue string, rows []outbox.Row) 
 	var pass []outbox.Row
 	var idx []int
 	for i, row := range rows {
-		if r.keys[row.Key] {
+		if r.keys[row.Key] && row.Closed == "" { // the row, not its place's closing message
 			errs[i] = outbox.Permanent(errors.New("refused by the test"))
 			continue
 		}
@@ -130,4 +130,86 @@ func TestPurge_ClosesTheDeadHeadsPlaceSoAGapWaitConsumerGoesOn(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{keys[0] + "/", keys[1] + "/purged", keys[2] + "/"}, seen)
+}
+
+// Under skip a dead letter's place used to be left unsent, and only
+// GapPass got past it. Now the dispatcher closes the place before the
+// group goes on: a GapWait consumer applies the group to its end, and the
+// dead letter, redriven, comes late and is recorded, never retried.
+func TestSkip_ClosesTheDeadLettersPlaceBeforeTheGroupGoesOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := awstest.NewTable(t)
+	p, err := outflow.NewProducer(awstest.DynamoDB(t), outflow.Config{Table: table, Shards: 4, Ordered: []string{"events.fifo"}})
+	require.NoError(t, err)
+	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 4, DoneRetention: dynamo.DefaultDoneRetention})
+	require.NoError(t, err)
+	policy := outbox.DefaultPolicy()
+	policy.WakeGrace = 0
+	policy.BatchLinger = 5 * time.Millisecond
+	policy.MaxAttempts = 1
+	policy.Ordered = map[string]outbox.DeadHead{"events.fifo": outbox.DeadHeadSkip}
+	url := awstest.NewQueue(t, true)
+	router, err := delivery.New(delivery.Clients{SQS: awstest.SQS(t)}, delivery.Routes{"events.fifo": url}, 0)
+	require.NoError(t, err)
+
+	// Phase 1: the second row is refused; its place is closed, then the
+	// third row goes.
+	keys := []string{"order-9-created", "order-9-bad", "order-9-paid"}
+	for _, k := range keys {
+		_, err := p.Put(ctx, outflow.Row{Key: k, Queue: "events.fifo", Group: "order-9", Payload: []byte(`{"k":"` + k + `"}`)})
+		require.NoError(t, err)
+	}
+	e, err := outbox.New(store, refusing{next: router, keys: map[string]bool{keys[1]: true}}, policy)
+	require.NoError(t, err)
+	res, err := e.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.DeadLettered)
+	require.Equal(t, 2, res.Delivered)
+	dead, err := store.Get(ctx, keys[1])
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusFailed, dead.Status, "the refused row ends a dead letter")
+	require.Equal(t, outbox.ClosedDeadLetter, dead.Closed, "whose place was closed")
+
+	// Phase 2: a GapWait consumer applies the group to its end.
+	ctable := awstest.UniqueName("skip-consumer")
+	require.NoError(t, consume.CreateTable(ctx, awstest.DynamoDB(t), ctable))
+	inbox, err := consume.NewInbox(awstest.DynamoDB(t), consume.InboxConfig{Table: ctable, Consumer: "ledger", Gaps: consume.GapWait})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var seen []string
+	note := func(m consume.Message, err error) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			seen = append(seen, m.Key+"/"+m.Closed)
+		case errors.Is(err, consume.ErrLate):
+			seen = append(seen, m.Key+"/late")
+		}
+		return err
+	}
+	poll := func() {
+		pctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		poller := &consume.Poller{API: awstest.SQS(t), QueueURL: url, Visibility: time.Second, Wait: time.Second,
+			Apply: func(ctx context.Context, m consume.Message) error {
+				return note(m, inbox.Apply(ctx, m, logEffect(t, ctable, m.Group, m.Key)))
+			},
+			Closed: func(ctx context.Context, m consume.Message) error { return note(m, inbox.Close(ctx, m)) }}
+		require.NoError(t, poller.Run(pctx))
+	}
+	poll()
+	require.Equal(t, []string{keys[0] + "/", keys[1] + "/dead-letter", keys[2] + "/"}, seen)
+
+	// Phase 3: the operator redrives the dead letter; it comes late, is
+	// recorded and acknowledged, and applies nothing (LateRecord).
+	require.NoError(t, store.Redrive(ctx, keys[1], time.Now()))
+	e, err = outbox.New(store, router, policy)
+	require.NoError(t, err)
+	res, err = e.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Delivered)
+	poll()
+	require.Equal(t, []string{keys[0] + "/", keys[1] + "/dead-letter", keys[2] + "/", keys[1] + "/late"}, seen)
 }

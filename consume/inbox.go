@@ -168,8 +168,16 @@ func (e *OrderError) Unwrap() error {
 func (e *OrderError) Gap() bool { return e.Cursor < e.Place }
 
 // inboxKey and cursorKey are the partition keys of a message's inbox item
-// and of its group's cursor.
-func (in *Inbox) inboxKey(m Message) string  { return "inbox " + in.consumer + " " + m.Key }
+// and of its group's cursor. A message closing a place has an inbox item
+// of its own, apart from its row's (a key holds no space): the row,
+// redriven after its place was closed, is then late, not a duplicate, and
+// the Late policy decides.
+func (in *Inbox) inboxKey(m Message) string {
+	if m.Closed != "" {
+		return "inbox " + in.consumer + " " + m.Key + " closed"
+	}
+	return "inbox " + in.consumer + " " + m.Key
+}
 func (in *Inbox) cursorKey(m Message) string { return "cursor " + in.consumer + " " + m.Group }
 func keyOf(pk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: &types.AttributeValueMemberS{Value: pk}}

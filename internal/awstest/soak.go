@@ -44,3 +44,10 @@ func DueKeys(t testing.TB, s *dynamo.Store, now time.Time) []string {
 	}
 	return keys
 }
+
+// SettledDone reports whether row, as a store's Get returned it, was
+// settled as delivered: deleted, or kept as done (the dispatcher keeps
+// delivered rows as done for OUTFLOW_DONE_RETENTION, 24 h by default).
+func SettledDone(row *outbox.Row) bool {
+	return row == nil || row.Status == outbox.StatusDone
+}

@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // Received is what consumers took off their queues. An arrival is one
@@ -20,8 +21,12 @@ import (
 // again when its delete fails or its visibility timeout lapses, and that
 // second receive is not a second send.
 type Received struct {
-	// Arrivals counts the distinct messages received per Outflow key.
+	// Arrivals counts the distinct messages received per Outflow key,
+	// rows only.
 	Arrivals map[string]int
+	// Closed counts, per Outflow key, the distinct messages received that
+	// closed the key's place (outflow.closed) instead of carrying it.
+	Closed map[string]int
 	// First holds the keys in the order of their first arrival on each
 	// queue, the queues one after another: a FIFO group's order.
 	First []string
@@ -32,11 +37,14 @@ type Received struct {
 	DeleteFailed int
 }
 
-func newReceived() Received { return Received{Arrivals: map[string]int{}} }
+func newReceived() Received { return Received{Arrivals: map[string]int{}, Closed: map[string]int{}} }
 
 func (r *Received) add(o Received) {
 	for k, n := range o.Arrivals {
 		r.Arrivals[k] += n
+	}
+	for k, n := range o.Closed {
+		r.Closed[k] += n
 	}
 	r.First = append(r.First, o.First...)
 	r.Redelivered += o.Redelivered
@@ -55,7 +63,7 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 	seen := map[string]bool{} // MessageIds received
 	for empty := 0; empty < 3; {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{delivery.AttrKey},
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{delivery.AttrKey, target.AttrClosed},
 		})
 		if err != nil {
 			return got, fmt.Errorf("receive from %s: %w", url, err)
@@ -78,7 +86,9 @@ func Consume(ctx context.Context, client *sqs.Client, url string, stop <-chan st
 			} else {
 				seen[id] = true
 				key := MessageKey(m)
-				if got.Arrivals[key]++; got.Arrivals[key] == 1 {
+				if _, closing := m.MessageAttributes[target.AttrClosed]; closing {
+					got.Closed[key]++
+				} else if got.Arrivals[key]++; got.Arrivals[key] == 1 {
 					got.First = append(got.First, key)
 				}
 			}

@@ -229,6 +229,11 @@ func (s *SynthStore) Retry(_ context.Context, row outbox.Row, due time.Time, _ [
 	return s.transition("Retry", row, func(i int, c claimState) { s.attempts[i], s.dues[i] = c.attempt, due.UnixMilli() })
 }
 
+// Close implements outbox.Store: a retry with a fresh budget.
+func (s *SynthStore) Close(_ context.Context, row outbox.Row, due time.Time, _ []outbox.AttemptError) error {
+	return s.transition("Retry", row, func(i int, _ claimState) { s.attempts[i], s.dues[i] = 0, due.UnixMilli() })
+}
+
 // DeadLetter implements outbox.Store.
 func (s *SynthStore) DeadLetter(_ context.Context, row outbox.Row, _ time.Time, _ []outbox.AttemptError) error {
 	return s.transition("DeadLetter", row, func(i int, _ claimState) { s.settle(i) })

@@ -455,6 +455,15 @@ func (c *Client) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, _ [
 	})
 }
 
+// Close implements outbox.Store: a retry with a fresh budget.
+func (c *Client) Close(ctx context.Context, row outbox.Row, dueAt time.Time, _ []outbox.AttemptError) error {
+	return c.settleWrite(ctx, "Retry", row, wcuRetry, func(i int, r *simRow, _ time.Time) {
+		r.status, r.due, r.attempt = stPending, dueAt.UnixNano(), 0
+		c.unindex(i)
+		c.insert(int(r.shard), entry{due: r.due, i: int32(i)})
+	})
+}
+
 // DeadLetter implements outbox.Store.
 func (c *Client) DeadLetter(ctx context.Context, row outbox.Row, _ time.Time, _ []outbox.AttemptError) error {
 	return c.settleWrite(ctx, "DeadLetter", row, wcuDead, func(i int, r *simRow, now time.Time) { c.settled(i, r, stFailed, now) })

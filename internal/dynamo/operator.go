@@ -243,7 +243,9 @@ type UnsureBound struct{ By, Implausible time.Time }
 // as a redrive does (see placing).
 func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Time, unsure UnsureBound) error {
 	cond := o.purgeable(failedBy, unsure)
-	expr, err := expression.NewBuilder().WithCondition(cond.And(unordered())).Build()
+	// Deleted at once: a dead letter with no place, or one whose place
+	// was closed already (skip sent its closing message).
+	expr, err := expression.NewBuilder().WithCondition(cond.And(unordered().Or(expression.AttributeExists(expression.Name(AttrClosed))))).Build()
 	if err != nil {
 		return fmt.Errorf("build purge condition: %w", err)
 	}
@@ -269,7 +271,8 @@ func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Tim
 		Set(expression.Name(AttrShard), expression.Value(ShardFor(row, o.cfg.Shards))).
 		Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedPurged)).
 		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
-	_, err = o.update(ctx, "purge", key, o.purgeable(failedBy, unsure).And(same), closeUpd, types.ReturnValueNone)
+	open := expression.AttributeNotExists(expression.Name(AttrClosed))
+	_, err = o.update(ctx, "purge", key, o.purgeable(failedBy, unsure).And(same).And(open), closeUpd, types.ReturnValueNone)
 	return err
 }
 

@@ -404,10 +404,36 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 	return err
 }
 
+// Close implements outbox.Store: a retry that marks the row closed and
+// gives it a fresh budget, for the message that closes its place.
+func (s *Store) Close(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
+	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)), history).
+		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
+		Set(expression.Name(AttrShard), s.shardIfMissing(row)).
+		Set(expression.Name(AttrAttempt), expression.Value(0)).
+		Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedDeadLetter)).
+		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	upd = withUnsureAt(upd, row.UnsureAt)
+	_, err := s.update(ctx, "close", row.Key, holds(row), upd, types.ReturnValueNone)
+	if isSizeError(err) {
+		now := time.Now()
+		if len(history) > 0 {
+			now = history[len(history)-1].At
+		}
+		return s.failTooLarge(ctx, "close", row.Key, holds(row), now, row.UnsureAt, err)
+	}
+	return err
+}
+
 // DeadLetter implements outbox.Store.
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder {
-		return withAttempt(failUpdate(row.Queue, now, row.UnsureAt, history), row)
+		upd := withAttempt(failUpdate(row.Queue, now, row.UnsureAt, history), row)
+		if row.Closed == "" {
+			// A row whose closing message was not sent: its place is open.
+			upd = upd.Remove(expression.Name(AttrClosed))
+		}
+		return upd
 	})
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "dead-letter", row.Key, holds(row), now, row.UnsureAt, err)
@@ -544,7 +570,9 @@ func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
 			Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
 			Set(expression.Name(AttrShard), expression.Value(shard)).
 			Set(expression.Name(AttrRedrivenAt), expression.Value(now.UnixMilli())).
-			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
+			Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue)).
+			// A redriven row goes as itself, whatever closed its place.
+			Remove(expression.Name(AttrClosed))
 	}
 	return s.placing(ctx, "redrive", key, cond, upd)
 }

@@ -237,6 +237,15 @@ func (l *IndexLag) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, h
 	return err
 }
 
+// Close implements outbox.Store.
+func (l *IndexLag) Close(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
+	err := l.Store.Close(ctx, row, dueAt, history)
+	if err == nil {
+		l.wrote(row, lastErrorAt(history, dueAt), true)
+	}
+	return err
+}
+
 // DeadLetter implements outbox.Store.
 func (l *IndexLag) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	err := l.Store.DeadLetter(ctx, row, now, history)

@@ -111,6 +111,11 @@ func (st stallStore) Retry(ctx context.Context, row outbox.Row, dueAt time.Time,
 	return st.Store.Retry(ctx, row, dueAt, history)
 }
 
+func (st stallStore) Close(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
+	st.settling("retry", row)
+	return st.Store.Close(ctx, row, dueAt, history)
+}
+
 func (st stallStore) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	st.settling("dead-letter", row)
 	return st.Store.DeadLetter(ctx, row, now, history)

@@ -72,6 +72,14 @@ func (s Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, histo
 	return s.after("retry", row, s.Store.Retry(ctx, row, dueAt, history))
 }
 
+// Close implements outbox.Store.
+func (s Store) Close(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
+	if err := s.before(ctx, "retry", row); err != nil {
+		return err
+	}
+	return s.after("retry", row, s.Store.Close(ctx, row, dueAt, history))
+}
+
 // DeadLetter implements outbox.Store.
 func (s Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	if err := s.before(ctx, "dead-letter", row); err != nil {

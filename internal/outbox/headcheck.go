@@ -228,6 +228,18 @@ func (r *run) mayLead(row Row) bool {
 	return row.Seq > 0 || row.Prev != "" || listed
 }
 
+// closes reports whether a row about to be dead-lettered first goes back
+// to pending as the message that closes its place: a row with a place in
+// an ordered group of a FIFO route listed under skip, whose group goes
+// past it, so its consumer learns the place will not come. Under block
+// its group waits for an operator, whose purge closes the place. A row
+// already closing, or malformed, is dead-lettered as it is.
+func (r *run) closes(row Row) bool {
+	dh, listed := r.headPolicy(row.Queue)
+	return listed && dh == DeadHeadSkip && row.Seq > 0 && row.Group != "" && FIFORoute(row.Queue) &&
+		row.Closed == "" && row.Malformed == "" && !row.Unclaimed
+}
+
 // deadLink is the link of row as a dead letter.
 func deadLink(row Row) Link {
 	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, UnsureAt: row.UnsureAt}

@@ -125,6 +125,10 @@ func (b *backlog) Retry(_ context.Context, row Row, _ time.Time, _ []AttemptErro
 	return b.settle("retry", row, "")
 }
 
+func (b *backlog) Close(_ context.Context, row Row, _ time.Time, _ []AttemptError) error {
+	return b.settle("retry", row, "")
+}
+
 func (b *backlog) DeadLetter(_ context.Context, row Row, _ time.Time, _ []AttemptError) error {
 	return b.settle("dead-letter", row, StatusFailed)
 }

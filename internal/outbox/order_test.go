@@ -287,16 +287,21 @@ func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
 	tests := []struct {
 		policy    outbox.DeadHead
 		delivered []int // indexes of group "g" delivered
-		blocked   int
+		// sent are the indexes of group "g" whose key SQS accepted: the
+		// delivered rows, and under skip the message closing the dead
+		// head's place, in it.
+		sent    []int
+		blocked int
 		// The most claims each sweep may take: one per row on a listed
 		// route, and none for rows that wait.
 		claims, claimsAfter int
 	}{
-		{outbox.DeadHeadBlock, nil, 1, 8, 0},
-		{outbox.DeadHeadSkip, []int{1, 2, 3}, 0, 8, 0},
+		{outbox.DeadHeadBlock, nil, nil, 1, 8, 0},
+		// One claim more: the closing message's.
+		{outbox.DeadHeadSkip, []int{1, 2, 3}, []int{0, 1, 2, 3}, 0, 9, 0},
 		// A route the dispatcher was not told is ordered blocks too; each
 		// waiting row costs a claim and a release, at most twice a sweep.
-		{"", nil, 1, 16, 6},
+		{"", nil, nil, 1, 16, 6},
 	}
 	for _, tt := range tests {
 		t.Run("policy "+string(tt.policy), func(t *testing.T) {
@@ -304,7 +309,7 @@ func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
 			h := newHarness(t)
 			want := h.stageGroups(t, "events.fifo", []string{"g", "other"}, 4)
 			log := &sendLog{next: h.sqs, fail: func(r outbox.Row) error {
-				if r.Key == want["g"][0] {
+				if r.Key == want["g"][0] && r.Closed == "" { // the row, not its place's closing message
 					return outbox.Permanent(errors.New("injected: refused for good"))
 				}
 				return nil
@@ -333,10 +338,15 @@ func TestOrdered_DeadHeadBlocksOrSkipsItsGroupByPolicy(t *testing.T) {
 				require.GreaterOrEqual(t, res.OldestBlockedAge, time.Minute)
 			}
 			var wantKeys []string
-			for _, i := range tt.delivered {
+			for _, i := range tt.sent {
 				wantKeys = append(wantKeys, want["g"][i])
 			}
 			require.Equal(t, wantKeys, log.accepted()["g"])
+			if tt.policy == outbox.DeadHeadSkip {
+				head := h.row(t, want["g"][0])
+				require.Equal(t, outbox.StatusFailed, head.Status, "the head ends a dead letter")
+				require.Equal(t, outbox.ClosedDeadLetter, head.Closed, "whose place was closed")
+			}
 			require.Equal(t, want["other"], log.accepted()["other"])
 			if tt.policy != outbox.DeadHeadSkip {
 				for _, key := range want["g"][1:] {

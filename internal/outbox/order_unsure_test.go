@@ -15,6 +15,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // From an adversarial review of the skip rule: it read only the dead
@@ -24,7 +25,7 @@ import (
 // of its latest unsure send (Row.UnsureAt, unsure_at), whatever comes
 // after; these tests failed before that, with arrivals s, p.
 
-// earlyUnsureSQS is SQS where the first request carrying lateKey ends with
+// earlyUnsureSQS is SQS where the first request carrying lateKey's row ends with
 // its outcome unknown and is stored later (when the test lands it), and
 // every later request carrying lateKey gets a per-entry refusal for it
 // (a throttle of that entry: SenderFault, RequestThrottled), which the
@@ -43,7 +44,8 @@ func (s *earlyUnsureSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessa
 	var mine *types.SendMessageBatchRequestEntry
 	var rest []types.SendMessageBatchRequestEntry
 	for _, e := range in.Entries {
-		if aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue) == s.lateKey {
+		// The row's requests, not the message closing its place.
+		if _, closing := e.MessageAttributes[target.AttrClosed]; aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue) == s.lateKey && !closing {
 			mine = &e
 			continue
 		}
@@ -154,8 +156,12 @@ func TestOrdered_AnUnsureEarlierAttemptHoldsTheGroupThoughTheFinalAttemptIsRefus
 			resB, err := e.Sweep(ctx)
 			require.NoError(t, err)
 			t.Logf("sweep B: %+v", resB)
+			// p is to be a dead letter: first its place closes, once
+			// its unsure request can no longer land.
 			dead := h.row(t, p)
-			require.Equal(t, outbox.StatusFailed, dead.Status)
+			require.Equal(t, outbox.StatusPending, dead.Status)
+			require.Equal(t, outbox.ClosedDeadLetter, dead.Closed)
+			require.False(t, dead.DueAt.Before(dead.UnsureAt.Add(policy.UnsureWait()).Truncate(time.Millisecond)), "closed only once the unsure wait is over (to the millisecond the store keeps)")
 			t.Logf("p's history: %+v", dead.Errors)
 
 			// SQS stores p's first request now, well inside the margin
@@ -170,6 +176,7 @@ func TestOrdered_AnUnsureEarlierAttemptHoldsTheGroupThoughTheFinalAttemptIsRefus
 			got := awstest.ReceiveKeys(t, h.routes["events.fifo"], 2, 5*time.Second)
 			t.Logf("SQS order of group g: %v (staged %v)", got, keys)
 			require.Equal(t, []string{p, s}, got, "first arrivals of group g out of staging order: s passed p's earlier, unsure request")
+			require.Equal(t, outbox.StatusFailed, h.row(t, p).Status, "p ends a dead letter")
 		})
 	}
 }
@@ -212,9 +219,15 @@ func TestOrdered_ARedriveDuringTheUnsureWaitKeepsTheWait(t *testing.T) {
 	require.Equal(t, 1, res.DeadLettered)
 	require.Zero(t, res.Delivered, "s waits out p's unsure end")
 
-	// The operator redrives p a few seconds later, inside the wait.
+	// The operator redrives p a few seconds later, inside the wait: p
+	// is no dead letter yet (its place closes first, once no copy of it
+	// can land), so the redrive is refused and the wait kept. (Before
+	// places were closed, p was a dead letter here, and the redrive was
+	// taken.)
 	h.clock.Advance(5 * time.Second)
-	require.NoError(t, h.store.Redrive(ctx, p, h.clock.Now()))
+	var conflict *outbox.ConflictError
+	require.ErrorAs(t, h.store.Redrive(ctx, p, h.clock.Now()), &conflict)
+	require.Equal(t, outbox.ClosedDeadLetter, conflict.Current.Closed)
 
 	res, err = e.Sweep(ctx)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 // its successor sent in the same run, so a late copy of the head, stored by
 // SQS after the client gave up, landed after the successor.
 
-// lateSQS is SQS with one request that times out on the client (as the
+// lateSQS is SQS with one request (the first with lateKey) that times out on the client (as the
 // policy's CallTimeout cancels it) but is stored by SQS later, when the
 // test lands it. Nothing promises otherwise: a timed-out
 // SendMessageBatch "may or may not" have been stored.
@@ -36,9 +36,14 @@ func (s *lateSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 	for _, e := range in.Entries {
 		if aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue) == s.lateKey {
 			s.mu.Lock()
-			s.pending = in
+			first := s.pending == nil
+			if first {
+				s.pending = in
+			}
 			s.mu.Unlock()
-			return nil, fmt.Errorf("operation error SQS: SendMessageBatch, https response error: %w", context.DeadlineExceeded)
+			if first {
+				return nil, fmt.Errorf("operation error SQS: SendMessageBatch, https response error: %w", context.DeadlineExceeded)
+			}
 		}
 	}
 	return s.SQSAPI.SendMessageBatch(ctx, in, opts...)
@@ -93,7 +98,9 @@ func TestReview_AnAmbiguousFinalFailureUnderSkipLetsTheSuccessorPassTheHead(t *t
 	require.NoError(t, err)
 	require.Zero(t, res.Delivered, "s went before p's unsure wait was over")
 
-	// Phase 3: past the wait, s goes.
+	// Phase 3: past the wait, the message closing p's place goes (SQS
+	// drops it as a copy of p, whose late request it stored within its
+	// deduplication window), then s.
 	h.clock.Advance(time.Millisecond)
 	res, err = e.Sweep(ctx)
 	require.NoError(t, err)

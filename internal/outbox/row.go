@@ -59,8 +59,9 @@ type Row struct {
 	// group; empty for the group's first row and for unordered rows.
 	Prev string
 	// Closed is set on a row of an ordered group whose place is closed: a
-	// dead letter an operator purged ("purged"). It is sent in its place
-	// as a message that closes the place, never as its payload, so the
+	// dead letter its group goes past (ClosedDeadLetter), or one an
+	// operator purged (ClosedPurged). It is sent in its place as a
+	// message that closes the place, never as its payload, so the
 	// consumer's cursor moves past it instead of waiting for it.
 	Closed string
 
@@ -205,6 +206,9 @@ type DueRef struct {
 
 // The reasons a row's place in its ordered group is closed (Row.Closed).
 const (
+	// ClosedDeadLetter is a dead letter of a route whose groups go past
+	// their dead letters (skip).
+	ClosedDeadLetter = "dead-letter"
 	// ClosedPurged is a dead letter an operator purged.
 	ClosedPurged = "purged"
 )

@@ -645,14 +645,52 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 			"attempt", row.Attempt, "max_attempts", r.policy.MaxAttempts)
 	}
 	switch {
+	case sendErr == nil && row.Closed == ClosedDeadLetter:
+		// The message closing a skipped dead letter's place is in its
+		// place: the row becomes the dead letter it was to be (counted
+		// when it was closed), and its group goes on.
+		err := r.settleWrite(ctx, row, func() error { return r.store.DeadLetter(ctx, row, now, row.Errors) })
+		r.count(ctx, "dead-letter", row.Key, err, nil)
+		r.holdRow(row.Key, settledHold(row.CreatedAt))
+		written := err == nil || errors.Is(err, ErrDeadLettered)
+		r.settledFor(row, written && r.deadSettles(row), !(written && r.deadWaits(row)))
 	case sendErr == nil:
 		r.t.delivered.Add(1)
 		err := r.settleWrite(ctx, row, func() error { return r.store.Done(ctx, row, now) })
 		r.count(ctx, "done", row.Key, err, nil)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, err == nil || r.doneAnyway(err, row), false)
+	case (IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts) && r.closes(row):
+		row = unsureAfter(row, now, sendErr)
+		// Due once no unsure send of the row can land: its place's
+		// message must not come before a late copy of the row.
+		due := now
+		if !row.UnsureAt.IsZero() && row.UnsureAt.Add(r.policy.UnsureWait()).After(due) {
+			// The store keeps whole milliseconds, so the message may go
+			// up to one before the wait ends: a copy of the row landing
+			// after it is a copy of a closed place, which the consumer's
+			// inbox takes for a duplicate. The successor still waits the
+			// whole wait (SettlesAt).
+			due = row.UnsureAt.Add(r.policy.UnsureWait())
+		}
+		r.log.InfoContext(ctx, "dead-lettering row; its place is closed first", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "closed_at", due, "error", sendErr)
+		hist := r.failure(row, now, sendErr)
+		err := r.settleWrite(ctx, row, func() error { return r.store.Close(ctx, row, due, hist) })
+		r.count(ctx, "close", row.Key, err, &r.t.deadLettered)
+		if errors.Is(err, ErrDeadLettered) {
+			// The store dead-lettered it instead (too large to close):
+			// its group goes past it as before, with a gap.
+			r.holdRow(row.Key, settledHold(row.CreatedAt))
+			r.settledFor(row, r.deadSettles(row), !r.deadWaits(row))
+			return
+		}
+		r.holdRow(row.Key, hold{until: due, row: row.CreatedAt})
+		r.settledFor(row, false, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
+		// A closing message that could not be sent closed nothing: the
+		// dead letter says so (no closed), and a purge closes it again.
+		row.Closed = ""
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
 		hist := r.failure(row, now, sendErr)
 		err := r.settleWrite(ctx, row, func() error { return r.store.DeadLetter(ctx, row, now, hist) })

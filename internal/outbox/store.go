@@ -32,6 +32,12 @@ type Store interface {
 	Retry(ctx context.Context, row Row, dueAt time.Time, history []AttemptError) error
 	// DeadLetter marks a claimed row failed with the given history.
 	DeadLetter(ctx context.Context, row Row, now time.Time, history []AttemptError) error
+	// Close returns a claimed row that is to be dead-lettered on a route
+	// whose groups go past their dead letters (skip) to pending, as the
+	// message that closes its place: Closed set to ClosedDeadLetter, due
+	// at dueAt, with a fresh budget (attempt 0) and the history replaced
+	// by history. Once that message is sent, DeadLetter settles it.
+	Close(ctx context.Context, row Row, dueAt time.Time, history []AttemptError) error
 	// Release returns a claimed, never-sent row to pending with its attempt
 	// restored.
 	Release(ctx context.Context, row Row) error

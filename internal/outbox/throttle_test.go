@@ -111,6 +111,10 @@ func (s *throttleStore) Retry(_ context.Context, row Row, due time.Time, _ []Att
 	return s.settle("retry", row, StatusPending, due)
 }
 
+func (s *throttleStore) Close(_ context.Context, row Row, due time.Time, _ []AttemptError) error {
+	return s.settle("retry", row, StatusPending, due)
+}
+
 func (s *throttleStore) DeadLetter(_ context.Context, row Row, _ time.Time, _ []AttemptError) error {
 	return s.settle("dead-letter", row, StatusFailed, time.Time{})
 }

@@ -1,7 +1,9 @@
 package target
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -22,15 +24,19 @@ const (
 	// order: it takes one of the row's attributes.
 	AttrSeq = "outflow.seq"
 	// AttrClosed marks a message that is no row but the place of one that
-	// will not come: a dead letter an operator purged. Its value says why
+	// will not come: a dead letter its group went past (skip), or one an
+	// operator purged. Its value says why
 	// and names nothing of the payload; the message carries the row's key
 	// and place, and a short body. See ClosedBody.
 	AttrClosed = "outflow.closed"
 )
 
-// ClosedPurged is the reason AttrClosed carries for a dead letter an
-// operator purged.
-const ClosedPurged = outbox.ClosedPurged
+// The reasons AttrClosed carries: a dead letter its group went past
+// (skip), and one an operator purged.
+const (
+	ClosedDeadLetter = outbox.ClosedDeadLetter
+	ClosedPurged     = outbox.ClosedPurged
+)
 
 // ClosedBody is the body of a message that closes a place: SQS and SNS
 // refuse an empty one, and a consumer that reads bodies alone sees at
@@ -166,8 +172,19 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 			return Message{}, err
 		}
 		m.Group, m.Dedup = row.Group, row.Key
+		if row.Closed != "" {
+			m.Dedup = closedDedup(row.Key)
+		}
 	}
 	return m, nil
+}
+
+// closedDedup is the deduplication id of the message closing key's
+// place: not the key, which SQS would then refuse for 5 minutes to the
+// row itself, redriven; the same for every copy of that message.
+func closedDedup(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "closed-" + hex.EncodeToString(sum[:])
 }
 
 // checkAttributes applies the attribute rules every target shares: SQS's
