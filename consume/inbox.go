@@ -26,16 +26,18 @@ type GapPolicy int
 
 const (
 	// GapWait refuses it (an *OrderError, ErrGap): the message is retried
-	// until the missing places are applied, or until the queue's redrive
-	// policy takes it away. It matches a route whose dead head blocks.
+	// until the missing places are applied or closed, or until the
+	// queue's redrive policy takes it away. Outflow sends every place as
+	// its row or as a message closing it (Close), under either dead-head
+	// policy, so the wait ends; it is the default.
 	GapWait GapPolicy = iota
 	// GapPass applies it and moves the group's cursor past the gap,
-	// recording the places passed on the message's inbox item. It
-	// matches a route whose dead head is skipped, and is sound on a FIFO
-	// queue only: there Outflow sends a place only once every earlier one
-	// was delivered or dead-lettered, and SQS delivers a group in the
-	// order sent, so a place that has not arrived never will (see
-	// docs/consuming.md).
+	// recording the places passed on the message's inbox item: for the
+	// places Outflow could not close (docs/consuming.md says which). It
+	// is sound on a FIFO queue only: there Outflow sends a place only
+	// once every earlier one was delivered, closed or dead-lettered, and
+	// SQS delivers a group in the order sent, so a place that has not
+	// arrived never will.
 	GapPass
 )
 

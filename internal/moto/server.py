@@ -13,7 +13,9 @@ Its SQS keeps a batch entry's system attributes (AWSTraceHeader), as a
 single send's, and keeps a FIFO group in order when it is redelivered, when
 a message lapses mid-receive (see _fifo_in_order) and when a consumer
 changes a message's visibility late or under an old receipt (see
-_in_flight_only, _latest_receipt_only).
+_in_flight_only, _latest_receipt_only), and remembers a FIFO queue's
+deduplication ids for 5 minutes after their message is deleted
+(_remembered_dedup).
 
 For tests only, POST /outflow-faults/transaction-conflict?table=T&key=K
 makes the next TransactWriteItems that touches the item whose hash key is K
@@ -530,8 +532,37 @@ def _wall_millis(dt=None):
     return now if now is not None else _sqs_now()
 
 
+def _remembered_dedup(add):
+    """SQS keeps a FIFO queue's deduplication id for 5 minutes from the
+    send it accepted, whether or not that message was received and deleted
+    since: a send with the id within that window is accepted and dropped.
+    moto forgets the id with its message, so a key sent again after its
+    first copy was consumed reached the consumer twice."""
+
+    window = sqs_models.DEDUPLICATION_TIME_IN_SECONDS * 1000
+
+    @functools.wraps(add)
+    def call(self, message):
+        dedup = message.deduplication_id
+        if not self.fifo_queue or not dedup:
+            return add(self, message)
+        sent = message.sent_timestamp or _wall_millis()
+        seen = self.__dict__.setdefault("_outflow_dedup", {})
+        at = seen.get(dedup)
+        if at is not None and sent - at < window:
+            return None
+        seen[dedup] = sent
+        if len(seen) > 10000:
+            for old in [d for d, t in seen.items() if sent - t >= window]:
+                del seen[old]
+        return add(self, message)
+
+    return call
+
+
 _unix_time_millis = sqs_models.unix_time_millis
 sqs_models.unix_time_millis = _wall_millis
+Queue.add_message = _remembered_dedup(Queue.add_message)
 Queue.attributes = _queue_attributes(Queue.attributes)
 Queue.add_message = _without_counts(Queue.add_message)
 for _name in ("_validate_message", "is_message_valid_based_on_retention_period"):
