@@ -18,6 +18,7 @@ import (
 
 	"github.com/outflowhq/outflow/consume"
 	"github.com/outflowhq/outflow/internal/faults"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // The consumer's faults, drawn from its own plan.
@@ -120,6 +121,11 @@ type ledger struct {
 	mu       sync.Mutex
 	attempts map[string]int
 	gaps     []gap
+	// closed holds the places closed by Outflow's message, by group;
+	// lateClosed counts closing messages of places already applied (the
+	// row arrived, its success hidden by a fault, before it was closed).
+	closed     map[string][]int64
+	lateClosed int
 	passed   []string // copies refused as ErrPassed (behind their group), and why
 	problems []string
 	// passedKeys are the keys of passed, and appliedAt when each key's
@@ -261,4 +267,58 @@ func (l *ledger) apply(ctx context.Context, proc *process, in *consume.Inbox, m 
 
 func pk(v string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{consume.AttrPK: &types.AttributeValueMemberS{Value: v}}
+}
+
+// close is the consumer's Closed for one process: a message closing the
+// place of a row that will not come moves the group's cursor past it,
+// with no effect (Inbox.Close); a gap before it is passed, as apply
+// passes one before a row.
+func (l *ledger) close(ctx context.Context, proc *process, in *consume.Inbox, m consume.Message) error {
+	if proc.dead.Load() {
+		return errKilled
+	}
+	l.stats.applies.Add(1)
+	tr, ok := l.want[m.Key]
+	switch {
+	case !ok:
+		l.problem("received a closing message for %s, which was never staged", m.Key)
+		return fmt.Errorf("unknown key %s", m.Key)
+	case m.Seq != tr.place || m.Group != tr.group || m.Seq == 0:
+		l.problem("%s's place closed as place %d of group %q, staged as %d of %q", m.Key, m.Seq, m.Group, tr.place, tr.group)
+		return fmt.Errorf("%s: place differs", m.Key)
+	case m.Closed != outbox.ClosedDeadLetter && m.Closed != outbox.ClosedPurged:
+		l.problem("%s's place closed for %q", m.Key, m.Closed)
+		return fmt.Errorf("%s: unknown reason", m.Key)
+	}
+	err := in.Close(ctx, m)
+	var order *consume.OrderError
+	if errors.As(err, &order) && order.Gap() {
+		items, ierr := in.TransactItemsPast(m, order)
+		if ierr != nil {
+			return ierr
+		}
+		if err = l.run(ctx, in, m, nil, items); err == nil {
+			l.mu.Lock()
+			l.gaps = append(l.gaps, gap{group: m.Group, from: order.Cursor + 1, to: order.Place - 1})
+			l.mu.Unlock()
+		}
+	}
+	switch {
+	case err == nil:
+		l.mu.Lock()
+		l.closed[m.Group] = append(l.closed[m.Group], m.Seq)
+		l.mu.Unlock()
+		return nil
+	case errors.Is(err, consume.ErrLate):
+		l.mu.Lock()
+		l.lateClosed++
+		l.mu.Unlock()
+		return err
+	case errors.Is(err, consume.ErrDuplicate):
+		l.stats.duplicates.Add(1)
+		return err
+	default:
+		l.stats.retried.Add(1)
+		return err
+	}
 }

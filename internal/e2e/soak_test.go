@@ -106,7 +106,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	outboxTable := awstest.NewTable(t)
 	bank, ledgerTable := newTable(t, db, "bank"), newTable(t, db, "ledger")
 	const shards = 4
-	store, err := dynamo.New(db, dynamo.Config{Table: outboxTable, Shards: shards})
+	// Delivered rows are kept as done, as the dispatcher's default is: a
+	// producer's retry of a delivered transfer finds it staged.
+	store, err := dynamo.New(db, dynamo.Config{Table: outboxTable, Shards: shards, DoneRetention: dynamo.DefaultDoneRetention})
 	require.NoError(t, err)
 	producer, err := outflow.NewProducer(db, outflow.Config{Table: outboxTable, Shards: shards, Ordered: []string{routeOrdered}})
 	require.NoError(t, err)
@@ -167,7 +169,8 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	// in each of two processes, each restarted when killed.
 	cplan := faults.NewPlan(seed^0x5bd1e995, map[faults.Kind]float64{killBeforeEffect: 0.02, killAfterEffect: 0.02, deleteFails: 0.05})
 	stats := &consumerStats{}
-	led := &ledger{db: db, table: ledgerTable, plan: cplan, stats: stats, want: byKey, attempts: map[string]int{}, appliedAt: map[string]time.Duration{}, start: start}
+	led := &ledger{db: db, table: ledgerTable, plan: cplan, stats: stats, want: byKey, attempts: map[string]int{}, appliedAt: map[string]time.Duration{}, start: start,
+		closed: map[string][]int64{}}
 	inboxes := map[string]*consume.Inbox{}
 	for route := range routes {
 		in, err := consume.NewInbox(db, consume.InboxConfig{Table: ledgerTable, Consumer: "ledger-" + strings.TrimSuffix(route, ".fifo"), TTL: 24 * time.Hour})
@@ -189,7 +192,8 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 					proc := &process{next: sqsClient, plan: cplan, stop: cancel, stats: stats}
 					stats.lives.Add(1)
 					p := &consume.Poller{API: proc, QueueURL: url, Concurrency: 4, Visibility: time.Second, Wait: time.Second,
-						Apply: func(ctx context.Context, m consume.Message) error { return led.apply(ctx, proc, inboxes[route], m) }}
+						Apply:  func(ctx context.Context, m consume.Message) error { return led.apply(ctx, proc, inboxes[route], m) },
+						Closed: func(ctx context.Context, m consume.Message) error { return led.close(ctx, proc, inboxes[route], m) }}
 					stopped := make(chan struct{})
 					go func() {
 						select {
@@ -277,6 +281,31 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			t.Logf("round %d done after %s: %d staged, %d sweeps (%d crashed), %d effects committed", round, time.Since(start).Round(time.Second), staged.Load(), sweeps.Load(), crashes.Load(), stats.committed.Load())
 		}
 	}
+	// The producer's retries: in rounds 6 to 9, after most of the
+	// transfers were delivered, the producer runs the transaction of one
+	// transfer in 50 again, as after a lost answer. Each is refused as
+	// staged already (its row kept as done, or still pending, or dead),
+	// and the account is not moved twice: no key takes a second place.
+	var retried, retriedRefused atomic.Int64
+	retryWave := func(round int) error {
+		var errs []error
+		for i, tr := range all {
+			if (i+round)%200 != 0 {
+				continue
+			}
+			retried.Add(1)
+			err := stage(ctx, db, producer, bank, tr)
+			switch {
+			case errors.Is(err, outflow.ErrAlreadyStaged):
+				retriedRefused.Add(1)
+			case err == nil:
+				errs = append(errs, fmt.Errorf("%s was staged again", tr.key))
+			default:
+				errs = append(errs, fmt.Errorf("retry of %s: %w", tr.key, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
 	round := 0
 	for ; round < 20; round++ {
 		var wave []transfer
@@ -284,6 +313,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			wave = all[round*rows/4 : (round+1)*rows/4]
 		}
 		runRound(round, wave)
+		if round >= 6 && round < 10 {
+			require.NoError(t, retryWave(round), "a producer's retry of a staged transfer")
+		}
 	}
 	// Drain: Outflow's faults off; leases, backoffs and the wait behind an
 	// unsure dead head run out on the clock, a whole UnsureWait a round
@@ -301,12 +333,12 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	}
 	require.Empty(t, due, "no row is left due once Outflow's faults stop")
 
-	// Outflow's outcome: each row done (deleted) or dead.
+	// Outflow's outcome: each row done (kept as done) or dead.
 	dead := map[string]outbox.Row{}
 	for _, tr := range all {
 		row, err := store.Get(ctx, tr.key)
 		require.NoError(t, err)
-		if row == nil {
+		if awstest.SettledDone(row) {
 			continue
 		}
 		require.Equal(t, outbox.StatusFailed, row.Status, "%s ended %s", tr.key, row.Status)
@@ -442,6 +474,32 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	for _, g := range gaps {
 		gapsByGroup[g.group] = append(gapsByGroup[g.group], g)
 	}
+	led.mu.Lock()
+	closedPlaces := map[string]map[int64]bool{}
+	closedCount, lateClosed := 0, led.lateClosed
+	for g, places := range led.closed {
+		closedPlaces[g] = map[int64]bool{}
+		for _, p := range places {
+			require.False(t, closedPlaces[g][p], "group %s: place %d closed twice", g, p)
+			closedPlaces[g][p] = true
+			closedCount++
+		}
+	}
+	led.mu.Unlock()
+	// Every place closed is a dead letter's, never applied; every dead
+	// letter whose place Outflow closed (its closing message sent) was
+	// closed at the consumer, or had arrived and been applied before.
+	for g, places := range closedPlaces {
+		for p := range places {
+			k := groups[g][p-1]
+			require.True(t, deadNotApplied[k], "group %s: place %d (%s) closed, but it is no dead letter the consumer never applied", g, p, k)
+		}
+	}
+	for k, row := range dead {
+		if row.Closed != "" && deadNotApplied[k] {
+			require.True(t, closedPlaces[byKey[k].group][byKey[k].place], "%s's place was closed by Outflow, never at the consumer", k)
+		}
+	}
 	var gapPlaces, orderedRows int
 	for _, id := range slices.Sorted(maps.Keys(groups)) {
 		keys := groups[id]
@@ -451,6 +509,15 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		var run *gap
 		for i, k := range keys {
 			place := int64(i + 1)
+			if deadNotApplied[k] && closedPlaces[id][place] {
+				// Closed by its message: the cursor moved past it, and a
+				// run of places before it was passed as a gap.
+				if run != nil {
+					wantGaps = append(wantGaps, *run)
+					run = nil
+				}
+				continue
+			}
 			if deadNotApplied[k] {
 				if run == nil {
 					run = &gap{group: id, from: place}
@@ -473,7 +540,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		require.Equal(t, want, log, "group %s: effects applied in staging order, gaps only at dead letters", id)
 		gotGaps := gapsByGroup[id]
 		slices.SortFunc(gotGaps, func(a, b gap) int { return int(a.from - b.from) })
-		require.Equal(t, wantGaps, gotGaps, "group %s: the consumer passed exactly the dead letters' places as gaps", id)
+		require.Equal(t, wantGaps, gotGaps, "group %s: the consumer passed exactly the places of dead letters left open as gaps", id)
 		for _, g := range gotGaps {
 			gapPlaces += int(g.to - g.from + 1)
 		}
@@ -483,8 +550,17 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	// from a gap: refused as ErrPassed, not applied. A redelivered copy of
 	// an applied row is a duplicate.
 	lateChecked := 0
+	var passedPlace *gap
 	if len(gaps) > 0 {
-		g := gaps[0]
+		passedPlace = &gaps[0]
+	}
+	for g, places := range closedPlaces {
+		for p := range places {
+			passedPlace = &gap{group: g, from: p, to: p}
+		}
+	}
+	if passedPlace != nil {
+		g := *passedPlace
 		k := groups[g.group][g.from-1]
 		tr := byKey[k]
 		m := consume.Message{Key: k, Group: g.group, Seq: g.from, Attempt: 1, Payload: fmt.Appendf(nil, `{"account":%q,"amount":%d}`, tr.account, tr.amount)}
@@ -543,7 +619,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
   consumer      %d applies in %d process lives: %d effects committed, %d duplicates refused, %d refused for a retry (not its turn)
                 killed before the effect %d, between effect and delete %d
   ledger        every account: ledger = staged - dead letters never applied (%d = %d - %d): nothing lost, nothing twice
-  order         every group in staging order; %d gaps passed over %d dead places, no copy behind its group; late copy told from a gap: %d checked
+  order         every group in staging order; %d places closed by Outflow's message (%d more after the row arrived), %d gaps passed over %d dead places left open,
+                no copy behind its group; a late copy told from a gap: %d checked
+  producer      %d transactions run again (a retry after a lost answer): %d refused as staged already, none staged twice
 %s
 consumer %s`,
 		seed, rows, time.Since(start).Round(time.Second),
@@ -555,7 +633,8 @@ consumer %s`,
 		stats.applies.Load(), stats.lives.Load(), stats.committed.Load(), stats.duplicates.Load(), stats.retried.Load(),
 		stats.killedBefore.Load(), stats.killedAfter.Load(),
 		appliedAmount, stagedAmount, deadAmount,
-		len(gaps), gapPlaces, lateChecked,
+		closedCount, lateClosed, len(gaps), gapPlaces, lateChecked,
+		retried.Load(), retriedRefused.Load(),
 		plan.Report(), cplan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_E2E_REPORT"); path != "" {
