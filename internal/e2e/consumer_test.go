@@ -126,8 +126,8 @@ type ledger struct {
 	// row arrived, its success hidden by a fault, before it was closed).
 	closed     map[string][]int64
 	lateClosed int
-	passed   []string // copies refused as ErrPassed (behind their group), and why
-	problems []string
+	passed     []string // copies refused as ErrPassed (behind their group), and why
+	problems   []string
 	// passedKeys are the keys of passed, and appliedAt when each key's
 	// effect committed (from start): a failure's diagnosis.
 	passedKeys []string
