@@ -56,8 +56,9 @@ chromium: ## Check that Chromium is installed (the console's browser tests need 
 		echo "Install it once, as root: apt-get update && apt-get install -y chromium   (.ci/run does this)"; exit 1; }
 
 .PHONY: test
-test: venv tools chromium ## Run every test: unit tests, integration tests against a moto server the tests start, the console in headless Chromium.
-	$(GO) test -count=1 -race -timeout 30m ./...
+test: venv tools chromium ## Run every test: unit tests, integration tests against a moto server the tests start, the console in headless Chromium; ends with the ten slowest tests and packages.
+	$(GO) build -o $(BIN)/slowest ./cmd/slowest
+	set -o pipefail; $(GO) test -json -count=1 -race -timeout 30m ./... | $(BIN)/slowest
 
 .PHONY: screenshot
 screenshot: $(VENV)/.moto chromium ## Retake docs/console.png, the console screenshot the README shows (a test fails until it is retaken after the pages change).
