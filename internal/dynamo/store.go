@@ -448,7 +448,12 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 	stranded := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusPending)).
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
-	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder { return failUpdate(row.Queue, now, row.UnsureAt, history) })
+	// A closing message whose claim lapsed may or may not have gone: the
+	// place counts as open (closed removed), and a purge closes it again
+	// (a second closing message is a duplicate to the consumer).
+	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder {
+		return failUpdate(row.Queue, now, row.UnsureAt, history).Remove(expression.Name(AttrClosed))
+	})
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "expire", row.Key, cond, now, row.UnsureAt, err)
 	}

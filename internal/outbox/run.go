@@ -689,12 +689,17 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
 		// A closing message that could not be sent closed nothing: the
-		// dead letter says so (no closed), and a purge closes it again.
+		// dead letter says so (no closed), and a purge closes it again. A
+		// skipped row's was counted a dead letter when it was closed.
+		counted := &r.t.deadLettered
+		if row.Closed == ClosedDeadLetter {
+			counted = nil
+		}
 		row.Closed = ""
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
 		hist := r.failure(row, now, sendErr)
 		err := r.settleWrite(ctx, row, func() error { return r.store.DeadLetter(ctx, row, now, hist) })
-		r.count(ctx, "dead-letter", row.Key, err, &r.t.deadLettered)
+		r.count(ctx, "dead-letter", row.Key, err, counted)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		written := err == nil || errors.Is(err, ErrDeadLettered)
 		r.settledFor(row, written && r.deadSettles(row), !(written && r.deadWaits(row)))
