@@ -191,7 +191,13 @@ func keyOf(pk string) map[string]types.AttributeValue {
 // of an ordered group, the update of the group's cursor, which fails
 // unless the message's place is the next. Run them with the effect's own
 // items and give the error to Classify; Apply does both.
+//
+// A message that closes a place (m.Closed) has no effect to run: it is
+// refused; give it to Close.
 func (in *Inbox) TransactItems(m Message) ([]types.TransactWriteItem, error) {
+	if m.Closed != "" {
+		return nil, fmt.Errorf("inbox: message %s closes place %d of its group and has no effect: give it to Close", m.Key, m.Seq)
+	}
 	return in.items(m, nil, nil)
 }
 
@@ -381,7 +387,7 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 	if m.Closed != "" {
 		effect = nil
 	}
-	items, err := in.TransactItems(m)
+	items, err := in.items(m, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -399,6 +405,11 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 	case order.Gap():
 		return err
 	}
+	if applied, err := in.appliedBefore(ctx, m); err != nil {
+		return err
+	} else if applied {
+		return fmt.Errorf("message %s, place %d of group %s: %w (its inbox item is gone: past its TTL)", m.Key, m.Seq, m.Group, ErrDuplicate)
+	}
 	if items, err = in.TransactItemsLate(m, order); err != nil {
 		return err
 	}
@@ -409,6 +420,35 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrLate, order)
+}
+
+// appliedBefore reports whether a message its group went past was in
+// fact applied in its turn, its inbox item gone since (expired): so a
+// copy of it is a duplicate, not a late message. A closing message's
+// place was applied if its row's inbox item is there (the row arrived
+// first). A row's place, under GapWait, moves only by the row itself or
+// by its closing message: with no closing record, the row was applied.
+// Under GapPass a place may have been passed, and the message is late
+// (keep the TTL longer than a copy can come late). It costs a strongly
+// consistent read, on this path only.
+func (in *Inbox) appliedBefore(ctx context.Context, m Message) (bool, error) {
+	var key string
+	switch {
+	case m.Closed != "":
+		key = "inbox " + in.consumer + " " + m.Key
+	case in.gaps == GapWait:
+		key = in.inboxKey(Message{Key: m.Key, Closed: "any"})
+	default:
+		return false, nil
+	}
+	out, err := in.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(in.table), Key: keyOf(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return false, fmt.Errorf("message %s: read whether its place was applied: %w", m.Key, err)
+	}
+	if m.Closed != "" {
+		return len(out.Item) > 0, nil
+	}
+	return len(out.Item) == 0, nil
 }
 
 // Close records a message that closes a place (m.Closed): its inbox

@@ -429,9 +429,9 @@ func (s *Store) Close(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, history []outbox.AttemptError) error {
 	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder {
 		upd := withAttempt(failUpdate(row.Queue, now, row.UnsureAt, history), row)
-		if row.Closed == "" {
-			// A row whose closing message was not sent: its place is open.
-			upd = upd.Remove(expression.Name(AttrClosed))
+		if row.Closed != "" {
+			// Closed (its message sent), or ClosedUnsent.
+			upd = upd.Set(expression.Name(AttrClosed), expression.Value(row.Closed))
 		}
 		return upd
 	})
@@ -449,10 +449,13 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
 	// A closing message whose claim lapsed may or may not have gone: the
-	// place counts as open (closed removed), and a purge closes it again
-	// (a second closing message is a duplicate to the consumer).
+	// place counts as open (ClosedUnsent), and a purge deletes the row.
 	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder {
-		return failUpdate(row.Queue, now, row.UnsureAt, history).Remove(expression.Name(AttrClosed))
+		upd := failUpdate(row.Queue, now, row.UnsureAt, history)
+		if row.Closed != "" {
+			upd = upd.Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedUnsent))
+		}
+		return upd
 	})
 	if isSizeError(err) {
 		return s.failTooLarge(ctx, "expire", row.Key, cond, now, row.UnsureAt, err)

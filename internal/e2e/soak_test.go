@@ -496,7 +496,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		}
 	}
 	for k, row := range dead {
-		if row.Closed != "" && deadNotApplied[k] {
+		if row.Closed == outbox.ClosedDeadLetter && deadNotApplied[k] {
 			require.True(t, closedPlaces[byKey[k].group][byKey[k].place], "%s's place was closed by Outflow, never at the consumer", k)
 		}
 	}

@@ -211,4 +211,9 @@ const (
 	ClosedDeadLetter = "dead-letter"
 	// ClosedPurged is a dead letter an operator purged.
 	ClosedPurged = "purged"
+	// ClosedUnsent marks a dead letter whose closing message could not
+	// be sent (its own attempts spent, or its claim lapsed): its place is
+	// open. It is never sent; a purge deletes such a row, as one with no
+	// place, and a redrive sends the row itself.
+	ClosedUnsent = "unsent"
 )

@@ -689,13 +689,17 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
 		// A closing message that could not be sent closed nothing: the
-		// dead letter says so (no closed), and a purge closes it again. A
-		// skipped row's was counted a dead letter when it was closed.
+		// dead letter says so (ClosedUnsent), and a purge deletes it
+		// rather than try a message that failed once already, so the
+		// group can always go on. A skipped row's was counted a dead
+		// letter when it was closed.
 		counted := &r.t.deadLettered
 		if row.Closed == ClosedDeadLetter {
 			counted = nil
 		}
-		row.Closed = ""
+		if row.Closed != "" {
+			row.Closed = ClosedUnsent
+		}
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
 		hist := r.failure(row, now, sendErr)
 		err := r.settleWrite(ctx, row, func() error { return r.store.DeadLetter(ctx, row, now, hist) })

@@ -168,7 +168,15 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 		m.Size += len(k) + len(AttrType(k)) + len(v)
 	}
 	if fifo {
-		if err := checkFIFO(row); err != nil {
+		checked := row
+		if row.Closed != "" {
+			// The closing message's deduplication id is not the key, so
+			// a key no deduplication id may be (a space in it, from a
+			// producer in another language) does not keep its place
+			// from being closed.
+			checked.Key = closedDedup(row.Key)
+		}
+		if err := checkFIFO(checked); err != nil {
 			return Message{}, err
 		}
 		m.Group, m.Dedup = row.Group, row.Key
