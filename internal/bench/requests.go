@@ -107,6 +107,13 @@ func updateKind(in *dynamodb.UpdateItemInput) string {
 	switch {
 	case in.ReturnValues == types.ReturnValueAllNew:
 		return "claim"
+	case names["done_at"] && names["claimed_at"]:
+		// The wake's settle of a row it sent unclaimed, kept as done.
+		return "settle"
+	case names["done_at"]:
+		// A done that keeps the row (OUTFLOW_DONE_RETENTION): it removes
+		// the due-index entry, as a delete does.
+		return "done"
 	case names["dead_queue"] && strings.Contains(expr, "SET") && names["errors"]:
 		return "fail"
 	case names["errors"] && names["due_at"]:
