@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/consume"
@@ -129,4 +130,35 @@ func TestFromLambda_AGroupOnAQueueThatIsNotFIFOKeepsNoOrder(t *testing.T) {
 	require.NoError(t, in.Apply(ctx, m1, credit(t, table, "a", m1.Key, 1)), "place 1 after place 2 on a queue with no order: applied, not lost")
 	_, history := account(t, table, "a")
 	require.Equal(t, []string{"k2", "k1"}, history)
+}
+
+func TestFromQueue_TheQueueURLSaysWhetherOrderApplies(t *testing.T) {
+	t.Parallel()
+	msg := sqstypes.Message{MessageId: aws.String("m"), Body: aws.String("{}"),
+		Attributes: map[string]string{"MessageGroupId": "g"},
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			delivery.AttrKey:     {DataType: aws.String("String"), StringValue: aws.String("k")},
+			delivery.AttrAttempt: {DataType: aws.String("Number"), StringValue: aws.String("1")},
+			delivery.AttrSeq:     {DataType: aws.String("Number"), StringValue: aws.String("2")},
+		}}
+	tests := []struct {
+		name, url string
+		group     string
+		seq       int64
+	}{
+		{"a FIFO queue", "https://sqs.us-east-1.amazonaws.com/1/events.fifo", "g", 2},
+		{"a fair queue: standard, with groups", "https://sqs.us-east-1.amazonaws.com/1/events", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := consume.FromQueue(tt.url, msg)
+			require.NoError(t, err)
+			require.Equal(t, tt.group, m.Group)
+			require.Equal(t, tt.seq, m.Seq)
+		})
+	}
+	unnamed, err := consume.FromSQS(msg)
+	require.NoError(t, err)
+	require.Equal(t, "g", unnamed.Group, "FromSQS, knowing no queue, trusts the group")
 }
