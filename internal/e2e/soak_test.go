@@ -595,7 +595,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		reasons[classify(row.LastError)]++
 		if byKey[k].tooLarge {
 			tooLarge++
-			require.Contains(t, row.LastError, "message too large", k)
+			require.Contains(t, row.LastError, "message too large", "%s: %+v", k, row.Errors)
 		}
 	}
 	planned := 0

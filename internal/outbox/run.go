@@ -699,6 +699,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		}
 		if row.Closed != "" {
 			row.Closed = ClosedUnsent
+			sendErr = fmt.Errorf("its place's closing message: %w", sendErr)
 		}
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
 		hist := r.failure(row, now, sendErr)
@@ -710,8 +711,14 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	default:
 		row = unsureAfter(row, now, sendErr)
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
-		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "error", sendErr)
+		r.log.DebugContext(ctx, "retrying row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "due_at", due, "closed", row.Closed, "error", sendErr)
 		hist := r.failure(row, now, sendErr)
+		if row.Closed != "" {
+			// A closing message's passing failures are not the row's: its
+			// history keeps the row's own reason, which its dead letter
+			// shows; the log says why the message waits.
+			hist = row.Errors
+		}
 		err := r.settleWrite(ctx, row, func() error { return r.store.Retry(ctx, row, due, hist) })
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
 		h := hold{until: due, row: row.CreatedAt}
