@@ -116,6 +116,21 @@ func (h *harness) setRaw(t *testing.T, key, attr string, v types.AttributeValue)
 	require.NoError(t, err)
 }
 
+// firstArrivals is keys with each key's later arrivals left out: a row's
+// first arrival is its place in its group, and a late copy of it, or the
+// message closing its place, comes after.
+func firstArrivals(keys []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func orderedPolicy(dh outbox.DeadHead) outbox.Policy {
 	p := testPolicy()
 	p.Ordered = map[string]outbox.DeadHead{"events.fifo": dh}
