@@ -175,7 +175,7 @@ func (a *app) sweepCommand() *cobra.Command {
 }
 
 func printSummary(w io.Writer, s telemetry.Summary) {
-	fmt.Fprintln(w, "CLAIMED\tDELIVERED\tRETRIED\tDEAD-LETTERED\tRELEASED\tCONFLICTS\tERRORS\tWAITING\tBLOCKED GROUPS\tSTRAY\tUNROUTED\tTHROTTLED\tMIN CONCURRENCY\tSTOPPED\tMS")
-	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Claimed, s.Delivered, s.Retried, s.DeadLettered, s.Released, s.Conflicts, s.Errors,
-		s.Waiting, s.BlockedGroups, s.StrayRows, s.UnroutedRows, s.Throttled, s.ClaimConcurrency, s.Stopped, s.DurationMs)
+	fmt.Fprintln(w, "CLAIMED\tDELIVERED\tRETRIED\tDEAD-LETTERED\tRELEASED\tCONFLICTS\tERRORS\tWAITING\tBLOCKED GROUPS\tSTRAY\tUNROUTED\tUNPLACED\tTHROTTLED\tMIN CONCURRENCY\tSTOPPED\tMS")
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n", s.Claimed, s.Delivered, s.Retried, s.DeadLettered, s.Released, s.Conflicts, s.Errors,
+		s.Waiting, s.BlockedGroups, s.StrayRows, s.UnroutedRows, s.UnplacedRows, s.Throttled, s.ClaimConcurrency, s.Stopped, s.DurationMs)
 }

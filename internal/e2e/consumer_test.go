@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow/consume"
+	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
@@ -43,6 +44,10 @@ type process struct {
 	dead  atomic.Bool
 	stop  context.CancelFunc
 	stats *consumerStats
+	// fair, on a standard queue, gives a message's key the group id a
+	// fair queue (or a FIFO topic into a standard queue) would carry:
+	// SQS hands the consumer a MessageGroupId that means no order.
+	fair func(key string) string
 }
 
 func (p *process) kill() { p.dead.Store(true); p.stop() }
@@ -52,7 +57,20 @@ func (p *process) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInpu
 	if p.dead.Load() {
 		return nil, errKilled
 	}
-	return p.next.ReceiveMessage(ctx, in, opts...)
+	out, err := p.next.ReceiveMessage(ctx, in, opts...)
+	if err != nil || p.fair == nil {
+		return out, err
+	}
+	for i, m := range out.Messages {
+		key := m.MessageAttributes[delivery.AttrKey]
+		if g := p.fair(aws.ToString(key.StringValue)); g != "" {
+			if m.Attributes == nil {
+				out.Messages[i].Attributes = map[string]string{}
+			}
+			out.Messages[i].Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)] = g
+		}
+	}
+	return out, nil
 }
 
 // DeleteMessageBatch implements consume.PollAPI; entries fail by the
@@ -126,8 +144,13 @@ type ledger struct {
 	// row arrived, its success hidden by a fault, before it was closed).
 	closed     map[string][]int64
 	lateClosed int
-	passed     []string // copies refused as ErrPassed (behind their group), and why
-	problems   []string
+	// redriven holds the keys the operator redrove (under skip, so their
+	// places may have been passed); late those of them the consumer
+	// recorded late, not applied, for their group had gone past them.
+	redriven map[string]bool
+	late     []string
+	passed   []string // copies refused as ErrPassed (behind their group), and why
+	problems []string
 	// passedKeys are the keys of passed, and appliedAt when each key's
 	// effect committed (from start): a failure's diagnosis.
 	passedKeys []string
@@ -226,6 +249,24 @@ func (l *ledger) apply(ctx context.Context, proc *process, in *consume.Inbox, m 
 	err = l.run(ctx, in, m, effect, items)
 	var order *consume.OrderError
 	if errors.As(err, &order) {
+		l.mu.Lock()
+		redriven := l.redriven[m.Key]
+		l.mu.Unlock()
+		if !order.Gap() && redriven {
+			// A dead letter redriven after its group went past it: recorded
+			// late, applied never (the inbox's default, LateRecord).
+			if items, err = in.TransactItemsLate(m, order); err != nil {
+				return err
+			}
+			if err = l.run(ctx, in, m, nil, items); err != nil && !errors.Is(err, consume.ErrDuplicate) {
+				l.stats.retried.Add(1)
+				return err
+			}
+			l.mu.Lock()
+			l.late = append(l.late, m.Key)
+			l.mu.Unlock()
+			return nil
+		}
 		if !order.Gap() {
 			// Its group applied a later place: a reordering, or a copy
 			// sent after the group passed it. Neither may happen here.

@@ -95,7 +95,7 @@ func (rt *Runtime) report(ctx context.Context, s telemetry.Summary) {
 		"dead_lettered", s.DeadLettered, "released", s.Released, "expired", s.Expired,
 		"skipped", s.Skipped, "conflicts", s.Conflicts, "errors", s.Errors,
 		"oldest_due_age_ms", s.OldestDueAgeMs, "duration_ms", s.DurationMs, "stopped", s.Stopped,
-		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows, "unrouted_rows", s.UnroutedRows,
+		"records", s.Records, "ignored", s.Ignored, "stray_rows", s.StrayRows, "unrouted_rows", s.UnroutedRows, "unplaced_rows", s.UnplacedRows,
 		"throttled", s.Throttled, "claim_concurrency", s.ClaimConcurrency, "unclaimed", s.Unclaimed, "partition", s.Partition)
 	if err := telemetry.WriteEMF(rt.Metrics, rt.Config.MetricsNamespace, rt.Config.Store.Table, rt.metricsLevel, time.Now(), s); err != nil {
 		rt.Log.WarnContext(ctx, "emit metrics failed", "error", err)

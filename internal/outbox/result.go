@@ -21,6 +21,10 @@ type Result struct {
 	// has no route for (UnroutedError), retried or, with the budget spent,
 	// dead-lettered: each counts in Retried or DeadLettered too.
 	Unrouted int
+	// Unplaced counts rows of a route listed as ordered that were staged
+	// with no place in a group (a producer that does not list the route as
+	// ordered, or another language's): each is delivered, in no order.
+	Unplaced int
 	// Unclaimed rows the wake sent without a claim, from their stream
 	// image, and settled with one conditional write (see DeliverRefs).
 	Unclaimed int
@@ -67,7 +71,7 @@ type Result struct {
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
 	expired, skipped, conflicts, errors, unrouted       atomic.Int64
-	throttled, unclaimed                                atomic.Int64
+	throttled, unclaimed, unplaced                      atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -79,6 +83,7 @@ func (t *tally) result() Result {
 		Unclaimed:    int(t.unclaimed.Load()),
 		Released:     int(t.released.Load()),
 		Unrouted:     int(t.unrouted.Load()),
+		Unplaced:     int(t.unplaced.Load()),
 		Expired:      int(t.expired.Load()),
 		Skipped:      int(t.skipped.Load()),
 		Conflicts:    int(t.conflicts.Load()),

@@ -380,7 +380,9 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		// Staged with no place (a producer that does not list the route
 		// as ordered, or another language's): it goes, for nothing is
 		// lost by sending it, but in no order, and its consumer applies
-		// it unordered. Say so where an operator looks.
+		// it unordered. Say so where an operator looks: the log names the
+		// row, and UnplacedRowsAlarm fires on the count.
+		r.t.unplaced.Add(1)
 		r.log.WarnContext(ctx, "row of an ordered route has no place in its group: delivered in no order; list the route as ordered in its producer",
 			"key", row.Key, "queue", row.Queue)
 	}

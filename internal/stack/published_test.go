@@ -20,21 +20,28 @@ import (
 	"github.com/outflowhq/outflow/internal/stack"
 )
 
-func TestTemplate_UnroutedRowsAlarmFiresOnAnyRowWithNoRoute(t *testing.T) {
+// A row with no route, and a row of an ordered route with no place, are
+// each one too many: their alarms fire on the first.
+func TestTemplate_UnroutedAndUnplacedRowsAlarmsFireOnAnyRow(t *testing.T) {
 	t.Parallel()
 	tpl := load(t, nil)
-	a := alarm(t, tpl, "UnroutedRowsAlarm")
-	dims := map[string]string{}
-	for _, d := range a.Dimensions {
-		dims[d.Name] = d.Value
+	for alarmName, metric := range map[string]string{"UnroutedRowsAlarm": "UnroutedRows", "UnplacedRowsAlarm": "UnplacedRows"} {
+		t.Run(alarmName, func(t *testing.T) {
+			t.Parallel()
+			a := alarm(t, tpl, alarmName)
+			dims := map[string]string{}
+			for _, d := range a.Dimensions {
+				dims[d.Name] = d.Value
+			}
+			requireEmitted(t, alarmName, a.Namespace, a.MetricName, dims)
+			require.Equal(t, metric, a.MetricName)
+			require.Equal(t, "Sum", a.Statistic)
+			require.Equal(t, "GreaterThanThreshold", a.ComparisonOperator)
+			require.Zero(t, a.Threshold, "one such row is one too many")
+			require.Equal(t, 1, a.EvaluationPeriods)
+			require.Equal(t, "notBreaching", a.TreatMissingData, "no invocation, no such row")
+		})
 	}
-	requireEmitted(t, "UnroutedRowsAlarm", a.Namespace, a.MetricName, dims)
-	require.Equal(t, "UnroutedRows", a.MetricName)
-	require.Equal(t, "Sum", a.Statistic)
-	require.Equal(t, "GreaterThanThreshold", a.ComparisonOperator)
-	require.Zero(t, a.Threshold, "one row with no route is one too many")
-	require.Equal(t, 1, a.EvaluationPeriods)
-	require.Equal(t, "notBreaching", a.TreatMissingData, "no invocation, no unrouted row")
 }
 
 // streamImage is an item as a stream record's NewImage carries it, in

@@ -47,6 +47,10 @@ type Summary struct {
 	// DeadLettered too). Any is a route missing from OUTFLOW_ROUTES, or a
 	// producer writing a queue name no route has.
 	UnroutedRows int `json:"unrouted_rows"`
+	// UnplacedRows counts rows of a route listed as ordered that were
+	// staged with no place in a group, each delivered in no order: a
+	// producer that does not list the route as ordered.
+	UnplacedRows int `json:"unplaced_rows,omitempty"`
 	// Throttled counts DynamoDB writes or reads refused for capacity,
 	// settles retried until they applied included; ClaimConcurrency is
 	// the least claim concurrency the sweep backed off to (its
@@ -68,7 +72,7 @@ func NewSummary(function string, r outbox.Result) Summary {
 		Skipped: r.Skipped, Conflicts: r.Conflicts, Errors: r.Errors,
 		OldestDueAgeMs: r.OldestDueAge.Milliseconds(), DurationMs: r.Duration.Milliseconds(), Stopped: r.Stopped,
 		Throttled: r.Throttled, ClaimConcurrency: r.ClaimConcurrency, Unclaimed: r.Unclaimed,
-		UnroutedRows: r.Unrouted, Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
+		UnroutedRows: r.Unrouted, UnplacedRows: r.Unplaced, Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
 	}
 }
 
@@ -92,6 +96,7 @@ var metrics = []metric{
 	{"OldestBlockedAgeMs", "Milliseconds", func(s Summary) int64 { return s.OldestBlockedAgeMs }},
 	{"StrayRows", "Count", func(s Summary) int64 { return int64(s.StrayRows) }},
 	{"UnroutedRows", "Count", func(s Summary) int64 { return int64(s.UnroutedRows) }},
+	{"UnplacedRows", "Count", func(s Summary) int64 { return int64(s.UnplacedRows) }},
 	{"Throttled", "Count", func(s Summary) int64 { return int64(s.Throttled) }},
 	{"Unclaimed", "Count", func(s Summary) int64 { return int64(s.Unclaimed) }},
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
