@@ -53,21 +53,21 @@ type transfer struct {
 	amount                     int64
 	place                      int64 // in its ordered group, from 1
 	tooLarge                   bool
-	// refusedOnce is refused for good at its first send: a dead letter
-	// that goes through once the operator redrives it.
+	// refusedOnce is refused for good until the operator redrives it: a
+	// dead letter that then goes through.
 	refusedOnce bool
 	// fair is the group id a standard queue hands the consumer with the
 	// transfer (a fair queue's): it means no order.
 	fair string
 }
 
-// refuseFirst refuses, for good, the first send of each row it names (not
-// a message closing a place): SQS refusing the message, say, for a
-// setting fixed since.
+// refuseFirst refuses, for good, each send of the rows it names (not a
+// message closing a place) until fixed: SQS refusing the message, say,
+// for a setting the operator then fixes before redriving the rows.
 type refuseFirst struct {
 	next    outbox.Deliverer
 	keys    map[string]bool
-	seen    sync.Map
+	fixed   atomic.Bool
 	refused atomic.Int64
 }
 
@@ -76,7 +76,7 @@ func (r *refuseFirst) Deliver(ctx context.Context, queue string, rows []outbox.R
 	var pass []outbox.Row
 	var at []int
 	for i, row := range rows {
-		if _, sent := r.seen.LoadOrStore(row.Key, true); !sent && r.keys[row.Key] && row.Closed == "" {
+		if r.keys[row.Key] && row.Closed == "" && !r.fixed.Load() {
 			errs[i] = outbox.Permanent(errors.New("refused for good (injected)"))
 			r.refused.Add(1)
 			continue
@@ -190,7 +190,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			groups[tr.group] = append(groups[tr.group], tr.key)
 			tr.place = int64(len(groups[tr.group]))
 			tr.tooLarge = rng.Float64() < 0.03 || (tr.place == 2 && (tr.group == "hot-0" || tr.group == "held-0"))
-			tr.refusedOnce = tr.route == routeOrdered && !tr.tooLarge && (rng.Float64() < 0.02 || (tr.place == 3 && tr.group == "hot-1"))
+			tr.refusedOnce = tr.route == routeOrdered && !tr.tooLarge && (rng.Float64() < 0.02 || (tr.place%5 == 3 && tr.group == "hot-1"))
 		case rng.Float64() < 0.33:
 			tr.fair = "fair-" + strconv.Itoa(rng.IntN(4))
 			tr.tooLarge = rng.Float64() < 0.005
@@ -397,6 +397,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			// The operator redrives the dead letters of the route that
 			// skips: their places were passed, or closed, so each arrives
 			// late and is recorded, not applied; or it dies again.
+			sender.fixed.Store(true)
 			refs, err := op.ListDead(ctx, dynamo.DeadQuery{Queue: routeOrdered}, 0)
 			require.NoError(t, err)
 			var keys []string
@@ -773,7 +774,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
                 no copy behind its group; a late copy told from a gap: %d checked
   producer      %d transactions run again (a retry after a lost answer): %d refused as staged already, none staged twice
   operator      %d dead heads purged on %s (blocked groups; %d purges held for an unsure send), %d closed by their message;
-                %d rows refused for good at their first send; %d dead letters redriven on %s, %d of them recorded late by the consumer (never applied), the rest dead again or applied
+                %d sends refused for good until the redrive; %d dead letters redriven on %s, %d of them recorded late by the consumer (never applied), the rest dead again or applied
   fair queue    %d transfers reached the consumer of %s with a group id, applied with no order check
 %s
 consumer %s`,
