@@ -23,7 +23,6 @@ import (
 	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
-	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // Exit codes.
@@ -139,9 +138,7 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 			}
 		}
 	}
-	// See package sdkhttp: the SDK must not send a request again that
-	// the server answered.
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, append(opts, awsconfig.WithHTTPClient(sdkhttp.Client(nil)))...)
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 	}
