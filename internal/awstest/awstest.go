@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/outflowhq/outflow/internal/moto"
-	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // EndpointEnv names the variable that points tests at an existing endpoint.
@@ -62,7 +61,6 @@ func Config(ctx context.Context, ep string) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 	}
 	cfg.BaseEndpoint = aws.String(ep)
-	cfg.HTTPClient = sdkhttp.Client(nil)
 	return cfg, nil
 }
 

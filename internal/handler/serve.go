@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/outflowhq/outflow/internal/sdkhttp"
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
@@ -18,9 +17,7 @@ import (
 // Serve returns only the error that failed the init, which it has logged
 // to stdout as JSON at ERROR (so it survives every log level).
 func Serve(newHandler func(*Runtime) any) error {
-	// See package sdkhttp: the SDK must not send a request again that
-	// the server answered.
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithHTTPClient(sdkhttp.Client(nil)))
+	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		err = fmt.Errorf("load aws config: %w", err)
 		telemetry.NewLogger(os.Stdout, os.Getenv).Error("init failed", "error", err.Error())
