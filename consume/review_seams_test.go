@@ -22,6 +22,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // snsEnvelopeRecord is a Lambda record of a STANDARD queue (no
@@ -92,7 +93,7 @@ func TestAdv_IdempotencyBeginWhoseAnswerWasLostIsThisCopysOwnHold(t *testing.T) 
 	t.Parallel()
 	cfg := awstest.TestConfig(t)
 	transport := awstest.LoseFirstAnswer("PutItem")
-	cfg.HTTPClient = &http.Client{Transport: transport}
+	cfg.HTTPClient = sdkhttp.Client(&http.Client{Transport: transport})
 	table := newTable(t)
 	idem, err := consume.NewIdempotency(dynamodb.NewFromConfig(cfg), consume.IdempotencyConfig{Table: table, Consumer: "mailer", Hold: time.Hour})
 	require.NoError(t, err)
@@ -110,7 +111,7 @@ func TestAdv_InboxTransactionWhoseAnswerWasLostIsAppliedOnce(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.TestConfig(t)
 	transport := awstest.LoseFirstAnswer("TransactWriteItems")
-	cfg.HTTPClient = &http.Client{Transport: transport}
+	cfg.HTTPClient = sdkhttp.Client(&http.Client{Transport: transport})
 	table := newTable(t)
 	in, err := consume.NewInbox(dynamodb.NewFromConfig(cfg), consume.InboxConfig{Table: table, Consumer: "ledger"})
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/outflowhq/outflow/internal/moto"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // EndpointEnv names the variable that points tests at an existing endpoint.
@@ -61,6 +62,9 @@ func Config(ctx context.Context, ep string) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 	}
 	cfg.BaseEndpoint = aws.String(ep)
+	// sdkhttp: a request the server answered is not sent again, which
+	// would make a second message or a refused conditional write.
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
 	return cfg, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // MotoResult is one drain of a backlog against a real endpoint.
@@ -57,7 +58,8 @@ func outOfOrder(first []string, groupSize int) int {
 // endpointConfig is an instrumented config for a local endpoint.
 func endpointConfig(ctx context.Context, endpoint string, reqs *Requests) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithHTTPClient(sdkhttp.Client(nil)))
 	if err != nil {
 		return cfg, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/outflowhq/outflow/internal/config"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // Exit codes.
@@ -138,7 +139,8 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 			}
 		}
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	// sdkhttp: a request the server answered is not sent again.
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, append(opts, awsconfig.WithHTTPClient(sdkhttp.Client(nil)))...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 	}

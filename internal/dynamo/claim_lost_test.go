@@ -11,6 +11,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // A claim whose answer is lost on the way back has applied; the SDK sends
@@ -46,7 +47,7 @@ func TestStore_AClaimWhoseAnswerWasLostIsTheClaimersWhenTheSDKSendsItAgain(t *te
 			}
 			cfg := awstest.TestConfig(t)
 			transport := awstest.LoseAnswer("UpdateItem", nth)
-			cfg.HTTPClient = &http.Client{Transport: transport}
+			cfg.HTTPClient = sdkhttp.Client(&http.Client{Transport: transport})
 			s, err := dynamo.New(dynamodb.NewFromConfig(cfg), dynamo.Config{Table: table, Shards: 4})
 			require.NoError(t, err)
 

@@ -12,13 +12,14 @@ import (
 
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 func TestCreateTable_SurvivesARetryOfACreateWhoseResponseWasLost(t *testing.T) {
 	t.Parallel()
 	cfg := awstest.TestConfig(t)
 	transport := awstest.LoseFirstAnswer("CreateTable")
-	cfg.HTTPClient = &http.Client{Transport: transport}
+	cfg.HTTPClient = sdkhttp.Client(&http.Client{Transport: transport})
 	client := dynamodb.NewFromConfig(cfg)
 	name := awstest.UniqueName("outflow-create")
 	t.Cleanup(func() { _ = dynamo.DeleteTable(context.Background(), client, name) })

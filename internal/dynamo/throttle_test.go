@@ -22,6 +22,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // TestIsThrottle_KnowsDynamoDBsThrottlesAndTheRetryQuota classifies the
@@ -121,7 +122,7 @@ func TestSweep_RetriesAThrottledDoneAndSendsTheRowOnce(t *testing.T) {
 			tr := &throttlingTransport{refuse: c.refuse}
 			client := dynamodb.NewFromConfig(awstest.TestConfig(t), func(o *dynamodb.Options) {
 				o.DisableValidateResponseChecksum = true
-				o.HTTPClient = &http.Client{Transport: tr}
+				o.HTTPClient = sdkhttp.Client(&http.Client{Transport: tr})
 				o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 					so.MaxAttempts = 2
 					so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })

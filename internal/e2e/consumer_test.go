@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -148,7 +149,7 @@ type ledger struct {
 	// places may have been passed); late those of them the consumer
 	// recorded late, not applied, for their group had gone past them.
 	redriven map[string]bool
-	late     []string
+	late     map[string]bool
 	passed   []string // copies refused as ErrPassed (behind their group), and why
 	problems []string
 	// passedKeys are the keys of passed, and appliedAt when each key's
@@ -162,6 +163,13 @@ type ledger struct {
 type payload struct {
 	Account string `json:"account"`
 	Amount  int64  `json:"amount"`
+}
+
+// lateKeys is a copy of the keys recorded late.
+func (l *ledger) lateKeys() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.late)
 }
 
 func (l *ledger) problem(format string, args ...any) {
@@ -263,7 +271,7 @@ func (l *ledger) apply(ctx context.Context, proc *process, in *consume.Inbox, m 
 				return err
 			}
 			l.mu.Lock()
-			l.late = append(l.late, m.Key)
+			l.late[m.Key] = true
 			l.mu.Unlock()
 			return nil
 		}

@@ -61,36 +61,6 @@ type transfer struct {
 	fair string
 }
 
-// refuseFirst refuses, for good, each send of the rows it names (not a
-// message closing a place) until fixed: SQS refusing the message, say,
-// for a setting the operator then fixes before redriving the rows.
-type refuseFirst struct {
-	next    outbox.Deliverer
-	keys    map[string]bool
-	fixed   atomic.Bool
-	refused atomic.Int64
-}
-
-func (r *refuseFirst) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
-	errs := make([]error, len(rows))
-	var pass []outbox.Row
-	var at []int
-	for i, row := range rows {
-		if r.keys[row.Key] && row.Closed == "" && !r.fixed.Load() {
-			errs[i] = outbox.Permanent(errors.New("refused for good (injected)"))
-			r.refused.Add(1)
-			continue
-		}
-		pass, at = append(pass, row), append(at, i)
-	}
-	if len(pass) > 0 {
-		for j, err := range r.next.Deliver(ctx, queue, pass) {
-			errs[at[j]] = err
-		}
-	}
-	return errs
-}
-
 // clock is the engines' clock: the wall clock, moved on by the soak's
 // rounds and stalls. It is never behind the wall clock, so a row the
 // producer stages (at the wall clock's time) is due at once.
@@ -228,14 +198,25 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	policy.RowBudget = max(400, rows/20)
 	policy.BatchLinger = 5 * time.Millisecond
 	stalls := &faults.Stalls{Plan: plan, Advance: clk.Advance, Jump: policy.Lease + time.Second}
-	sender := &refuseFirst{next: stalls.Deliverer(router), keys: refusedOnce}
+	// Each send of a refusedOnce row is refused for good (not a message
+	// closing its place) until fixed: SQS refusing the message, say, for
+	// a setting the operator then fixes before redriving the rows.
+	var fixed atomic.Bool
+	var refused atomic.Int64
+	sender := faults.Refuse{Next: stalls.Deliverer(router), Fail: func(row outbox.Row) error {
+		if !refusedOnce[row.Key] || row.Closed != "" || fixed.Load() {
+			return nil
+		}
+		refused.Add(1)
+		return outbox.Permanent(errors.New("refused for good (injected)"))
+	}}
 
 	// The consumer, under its own faults, one poller per queue at a time
 	// in each of two processes, each restarted when killed.
 	cplan := faults.NewPlan(seed^0x5bd1e995, map[faults.Kind]float64{killBeforeEffect: 0.02, killAfterEffect: 0.02, deleteFails: 0.05})
 	stats := &consumerStats{}
 	led := &ledger{db: db, table: ledgerTable, plan: cplan, stats: stats, want: byKey, attempts: map[string]int{}, appliedAt: map[string]time.Duration{}, start: start,
-		closed: map[string][]int64{}, redriven: map[string]bool{}}
+		closed: map[string][]int64{}, redriven: map[string]bool{}, late: map[string]bool{}}
 	inboxes := map[string]*consume.Inbox{}
 	for route := range routes {
 		in, err := consume.NewInbox(db, consume.InboxConfig{Table: ledgerTable, Consumer: "ledger-" + strings.TrimSuffix(route, ".fifo"), TTL: 24 * time.Hour})
@@ -397,7 +378,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			// The operator redrives the dead letters of the route that
 			// skips: their places were passed, or closed, so each arrives
 			// late and is recorded, not applied; or it dies again.
-			sender.fixed.Store(true)
+			fixed.Store(true)
 			refs, err := op.ListDead(ctx, dynamo.DeadQuery{Queue: routeOrdered}, 0)
 			require.NoError(t, err)
 			var keys []string
@@ -477,13 +458,11 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	for {
 		got := applied()
 		missing = missing[:0]
-		led.mu.Lock()
-		late := slices.Clone(led.late)
-		led.mu.Unlock()
+		late := led.lateKeys()
 		for _, tr := range all {
 			_, isDead := dead[tr.key]
 			_, isPurged := purged[tr.key]
-			if !isDead && !isPurged && !slices.Contains(late, tr.key) && !got[tr.key] {
+			if !isDead && !isPurged && !late[tr.key] && !got[tr.key] {
 				missing = append(missing, tr.key)
 			}
 		}
@@ -519,24 +498,20 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	got := applied()
 	var arrivedDead, deadAmount, appliedAmount int64
 	deadNotApplied := map[string]bool{}
-	led.mu.Lock()
-	late := slices.Clone(led.late)
-	led.mu.Unlock()
-	slices.Sort(late)
-	late = slices.Compact(late)
+	late := led.lateKeys()
 	// Never applied: dead letters, purged rows and redriven rows recorded
 	// late, unless a copy had arrived and been applied before.
-	for _, k := range slices.Concat(slices.Collect(maps.Keys(dead)), slices.Collect(maps.Keys(purged)), late) {
+	for _, k := range slices.Concat(slices.Collect(maps.Keys(dead)), slices.Collect(maps.Keys(purged)), slices.Collect(maps.Keys(late))) {
 		switch {
 		case got[k]:
-			require.NotContains(t, late, k, "%s was recorded late and applied", k)
+			require.False(t, late[k], "%s was recorded late and applied", k)
 			arrivedDead++ // sent, its success hidden by a fault, then dead
 		case !deadNotApplied[k]:
 			deadNotApplied[k] = true
 			deadAmount += byKey[k].amount
 		}
 	}
-	for _, k := range late {
+	for k := range late {
 		require.True(t, byKey[k].route == routeOrdered, "%s recorded late, but only the route that skips passes places", k)
 		led.mu.Lock()
 		require.True(t, led.redriven[k], "%s recorded late, but only a redriven row may come late", k)
@@ -682,12 +657,12 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	// an applied row is a duplicate.
 	lateChecked := 0
 	var passedPlace *gap
-	if len(gaps) > 0 && !slices.Contains(late, groups[gaps[0].group][gaps[0].from-1]) {
+	if len(gaps) > 0 && !late[groups[gaps[0].group][gaps[0].from-1]] {
 		passedPlace = &gaps[0]
 	}
 	for g, places := range closedPlaces {
 		for p := range places {
-			if !slices.Contains(late, groups[g][p-1]) {
+			if !late[groups[g][p-1]] {
 				passedPlace = &gap{group: g, from: p, to: p}
 			}
 		}
@@ -789,7 +764,7 @@ consumer %s`,
 		appliedAmount, stagedAmount, deadAmount,
 		closedCount, lateClosed, len(gaps), gapPlaces, lateChecked,
 		retried.Load(), retriedRefused.Load(),
-		purges.Load(), routeBlock, purgesHeld.Load(), closedByPurge, sender.refused.Load(), redrives.Load(), routeOrdered, len(late), fairCount, routeTransfers,
+		purges.Load(), routeBlock, purgesHeld.Load(), closedByPurge, refused.Load(), redrives.Load(), routeOrdered, len(late), fairCount, routeTransfers,
 		plan.Report(), cplan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_E2E_REPORT"); path != "" {

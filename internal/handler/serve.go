@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 	"github.com/outflowhq/outflow/internal/telemetry"
 )
 
@@ -17,7 +18,8 @@ import (
 // Serve returns only the error that failed the init, which it has logged
 // to stdout as JSON at ERROR (so it survives every log level).
 func Serve(newHandler func(*Runtime) any) error {
-	cfg, err := config.LoadDefaultConfig(context.Background())
+	// sdkhttp: a request the server answered is not sent again.
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithHTTPClient(sdkhttp.Client(nil)))
 	if err != nil {
 		err = fmt.Errorf("load aws config: %w", err)
 		telemetry.NewLogger(os.Stdout, os.Getenv).Error("init failed", "error", err.Error())

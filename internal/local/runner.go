@@ -33,6 +33,7 @@ import (
 	"github.com/outflowhq/outflow/internal/handler"
 	"github.com/outflowhq/outflow/internal/moto"
 	"github.com/outflowhq/outflow/internal/rie"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 	"github.com/outflowhq/outflow/internal/stack"
 	"github.com/outflowhq/outflow/internal/streams"
 	"github.com/outflowhq/outflow/internal/telemetry"
@@ -140,7 +141,8 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		r.Endpoint = r.moto.URL
 	}
 	r.AWS, err = config.LoadDefaultConfig(ctx, config.WithRegion(opts.Region),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithHTTPClient(sdkhttp.Client(nil)))
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // putOnce is a transaction that puts pk with value v, only where pk is new.
@@ -63,7 +64,7 @@ func TestTransactWriteItems_TheSDKsRetryOfATransactionWhoseAnswerWasLostSucceeds
 	t.Parallel()
 	cfg := awstest.TestConfig(t)
 	transport := awstest.LoseFirstAnswer("TransactWriteItems")
-	cfg.HTTPClient = &http.Client{Transport: transport}
+	cfg.HTTPClient = sdkhttp.Client(&http.Client{Transport: transport})
 	client, table := dynamodb.NewFromConfig(cfg), awstest.NewTable(t)
 
 	_, err := client.TransactWriteItems(context.Background(), putOnce(table, "k", "v"))

@@ -148,31 +148,6 @@ func rowsFor(queue string, n int, group string) []outbox.Row {
 	return rows
 }
 
-// faultDeliverer wraps a deliverer and fails the rows fail picks.
-type faultDeliverer struct {
-	next outbox.Deliverer
-	fail func(outbox.Row) error
-}
-
-func (f faultDeliverer) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
-	errs := make([]error, len(rows))
-	var pass []outbox.Row
-	var idx []int
-	for i, r := range rows {
-		if err := f.fail(r); err != nil {
-			errs[i] = err
-			continue
-		}
-		pass, idx = append(pass, r), append(idx, i)
-	}
-	if len(pass) > 0 {
-		for j, err := range f.next.Deliver(ctx, queue, pass) {
-			errs[idx[j]] = err
-		}
-	}
-	return errs
-}
-
 // faultStore wraps a store and fails the settles doneErr picks.
 type faultStore struct {
 	outbox.Store

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -71,7 +72,7 @@ func TestSweep_NeverClaimsAgainWhatItSettledWhenTheIndexLags(t *testing.T) {
 	// One row fails its first attempt: retried, due again in a second,
 	// which the sweep's next pass must not claim early either.
 	retried := "orders-3"
-	fail := faultDeliverer{next: h.sqs, fail: func(r outbox.Row) error {
+	fail := faults.Refuse{Next: h.sqs, Fail: func(r outbox.Row) error {
 		if r.Key == retried && r.Attempt == 1 {
 			return errTransient
 		}
@@ -104,13 +105,13 @@ func TestSweep_AStaleEntryCostsOneRefusedClaimPerRun(t *testing.T) {
 			h.gone(t, key)
 		}},
 		{"dead-lettered elsewhere", func(t *testing.T, h *harness, key string) {
-			d := faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return outbox.Permanent(errTransient) }}
+			d := faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return outbox.Permanent(errTransient) }}
 			_, err := h.engine(t, testPolicy(), d).DeliverKeys(context.Background(), []string{key})
 			require.NoError(t, err)
 			require.Equal(t, outbox.StatusFailed, h.row(t, key).Status)
 		}},
 		{"due again later", func(t *testing.T, h *harness, key string) {
-			d := faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return errTransient }}
+			d := faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return errTransient }}
 			_, err := h.engine(t, testPolicy(), d).DeliverKeys(context.Background(), []string{key})
 			require.NoError(t, err)
 			require.True(t, h.row(t, key).DueAt.After(h.clock.Now()))

@@ -25,6 +25,7 @@ import (
 	"github.com/outflowhq/outflow/internal/delivery"
 	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // ledger records what really happened, below the faults: every claim,
@@ -565,7 +566,7 @@ func TestLedger_CountsASendWhoseAnswerWasLostAsPossiblyAccepted(t *testing.T) {
 	ctx := context.Background()
 	url := awstest.NewQueue(t, false)
 	lost := sqs.NewFromConfig(awstest.TestConfig(t), func(o *sqs.Options) {
-		o.HTTPClient = &http.Client{Transport: lostAnswer{next: http.DefaultTransport}}
+		o.HTTPClient = sdkhttp.Client(&http.Client{Transport: lostAnswer{next: http.DefaultTransport}})
 		o.RetryMaxAttempts = 1
 	})
 	led, plan := newLedger(), faults.NewPlan(1, nil)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -99,7 +100,7 @@ func TestSweep_BoundsStoredErrorMessages(t *testing.T) {
 	h := newHarness(t)
 	h.stage(t, rowsFor("orders", 1, "")...)
 	long := strings.Repeat("é", 3000) // 6000 bytes, two to a character
-	flaky := faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return errors.New(long) }}
+	flaky := faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return errors.New(long) }}
 	p := testPolicy()
 	p.MaxAttempts = 1
 	res, err := h.engine(t, p, flaky).Sweep(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/outbox"
+	"github.com/outflowhq/outflow/internal/sdkhttp"
 )
 
 // A done whose answer is lost has applied; the SDK sends it again, and
@@ -49,7 +50,7 @@ func TestOrdered_ADoneWhoseAnswerWasLostLetsTheGroupGoOnInTheSameRun(t *testing.
 				nth = 2
 			}
 			transport := awstest.LoseAnswer(tc.op, nth)
-			cfg.HTTPClient = &http.Client{Transport: transport}
+			cfg.HTTPClient = sdkhttp.Client(&http.Client{Transport: transport})
 			dcfg := dynamo.Config{Table: h.store.Table(), Shards: 1}
 			if tc.retention {
 				dcfg.DoneRetention = 24 * time.Hour

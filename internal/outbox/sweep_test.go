@@ -17,6 +17,7 @@ import (
 
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 	"github.com/outflowhq/outflow/internal/target"
 )
@@ -88,7 +89,7 @@ func TestSweep_TransientFailureRetriesWithJitteredBackoff(t *testing.T) {
 	p := testPolicy()
 	p.BackoffBase = 10 * time.Second
 	p.Jitter = 0.25
-	flaky := faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return errors.New("connection reset") }}
+	flaky := faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return errors.New("connection reset") }}
 
 	now := h.clock.Now()
 	res, err := h.engine(t, p, flaky).Sweep(context.Background())
@@ -126,7 +127,7 @@ func TestSweep_FinalFailureDeadLettersWithHistory(t *testing.T) {
 	h := newHarness(t)
 	h.stage(t, rowsFor("orders", 1, "")...)
 	p := testPolicy()
-	failing := faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return errors.New("service unavailable") }}
+	failing := faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return errors.New("service unavailable") }}
 	e := h.engine(t, p, failing)
 	for attempt := 1; attempt <= p.MaxAttempts; attempt++ {
 		res, err := e.Sweep(context.Background())
@@ -455,7 +456,7 @@ func TestSweep_LogsNeverCarryPayloadsOrAttributeValues(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	flaky := faultDeliverer{next: h.sqs, fail: func(r outbox.Row) error {
+	flaky := faults.Refuse{Next: h.sqs, Fail: func(r outbox.Row) error {
 		if r.Queue == "emails" {
 			return errors.New("throttled")
 		}

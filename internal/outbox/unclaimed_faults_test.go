@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -84,10 +85,10 @@ func TestWakeUnclaimed_AFailedSendSpendsTheRowsBudget(t *testing.T) {
 	ctx := context.Background()
 	p := wakeGracePolicy()
 	h.stage(t, outbox.Row{Key: "k", Queue: "orders", Payload: []byte(`{}`)})
-	failing := faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return errors.New("injected: target down") }}
+	failing := faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return errors.New("injected: target down") }}
 	sends := newAccepted(failing)
 	var tries int
-	counted := faultDeliverer{next: sends, fail: func(outbox.Row) error { tries++; return nil }}
+	counted := faults.Refuse{Next: sends, Fail: func(outbox.Row) error { tries++; return nil }}
 	e := h.engine(t, p, counted)
 
 	res, err := e.DeliverRefs(ctx, []outbox.DueRef{h.imageRef(t, "k")})
@@ -186,7 +187,7 @@ func TestWakeUnclaimed_ASweepClaimBetweenSendAndSettleWins(t *testing.T) {
 			p := wakeGracePolicy()
 			h.stage(t, outbox.Row{Key: "k", Queue: "orders", Payload: []byte(`{}`)})
 			ref := h.imageRef(t, "k")
-			sweepSends := newAccepted(faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return tc.sweepErr }})
+			sweepSends := newAccepted(faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return tc.sweepErr }})
 			sweepCtx, crash := context.WithCancel(ctx)
 			defer crash()
 			var sweepDeliverer outbox.Deliverer = sweepSends
@@ -196,7 +197,7 @@ func TestWakeUnclaimed_ASweepClaimBetweenSendAndSettleWins(t *testing.T) {
 			sweep := h.engine(t, p, sweepDeliverer)
 			var swept outbox.Result
 			var sweepErr error
-			wakeSends := newAccepted(faultDeliverer{next: h.sqs, fail: func(outbox.Row) error { return tc.wakeErr }})
+			wakeSends := newAccepted(faults.Refuse{Next: h.sqs, Fail: func(outbox.Row) error { return tc.wakeErr }})
 			wakeSends.before = func(context.Context) {
 				// The wake's send is slow: the grace passes and a sweep
 				// claims, sends and settles the row meanwhile.
