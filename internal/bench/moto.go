@@ -58,12 +58,12 @@ func outOfOrder(first []string, groupSize int) int {
 // endpointConfig is an instrumented config for a local endpoint.
 func endpointConfig(ctx context.Context, endpoint string, reqs *Requests) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-		config.WithHTTPClient(sdkhttp.Client(nil)))
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 	if err != nil {
 		return cfg, err
 	}
 	cfg.BaseEndpoint = aws.String(endpoint)
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient) // after loading: see handler.Serve
 	reqs.Instrument(&cfg)
 	return cfg, nil
 }

@@ -139,11 +139,14 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 			}
 		}
 	}
-	// sdkhttp: a request the server answered is not sent again.
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, append(opts, awsconfig.WithHTTPClient(sdkhttp.Client(nil)))...)
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 	}
+	// sdkhttp: a request the server answered is not sent again. Wrapped
+	// after loading: the loader adds a custom CA bundle (AWS_CA_BUNDLE)
+	// only to its own client type.
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
 	if a.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(a.endpoint)
 	}

@@ -18,13 +18,16 @@ import (
 // Serve returns only the error that failed the init, which it has logged
 // to stdout as JSON at ERROR (so it survives every log level).
 func Serve(newHandler func(*Runtime) any) error {
-	// sdkhttp: a request the server answered is not sent again.
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithHTTPClient(sdkhttp.Client(nil)))
+	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		err = fmt.Errorf("load aws config: %w", err)
 		telemetry.NewLogger(os.Stdout, os.Getenv).Error("init failed", "error", err.Error())
 		return err
 	}
+	// sdkhttp: a request the server answered is not sent again. Wrapped
+	// after loading: the loader adds a custom CA bundle only to its own
+	// client type.
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
 	rt, err := Setup(cfg, os.Getenv, os.Stdout)
 	if err != nil {
 		return err

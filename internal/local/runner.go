@@ -141,12 +141,12 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		r.Endpoint = r.moto.URL
 	}
 	r.AWS, err = config.LoadDefaultConfig(ctx, config.WithRegion(opts.Region),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-		config.WithHTTPClient(sdkhttp.Client(nil)))
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
 	r.AWS.BaseEndpoint = aws.String(r.Endpoint)
+	r.AWS.HTTPClient = sdkhttp.Client(r.AWS.HTTPClient) // after loading: see handler.Serve
 	clients := Clients{
 		DynamoDB:    dynamodb.NewFromConfig(r.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }),
 		SQS:         sqs.NewFromConfig(r.AWS),

@@ -32,7 +32,10 @@ import (
 
 // Client returns next (the SDK's default client when nil) with request
 // bodies that expose only Read and Close. Set it as aws.Config's
-// HTTPClient, or pass it to config.WithHTTPClient.
+// HTTPClient once the config is loaded (cfg.HTTPClient =
+// Client(cfg.HTTPClient)), not through config.WithHTTPClient: the loader
+// adds a custom CA bundle (AWS_CA_BUNDLE) only to its own client type,
+// and refuses any other.
 func Client(next aws.HTTPClient) aws.HTTPClient {
 	if next == nil {
 		next = awshttp.NewBuildableClient()
