@@ -175,6 +175,10 @@ func (e *OrderError) Gap() bool { return e.Cursor < e.Place }
 // redriven after its place was closed, is then late, not a duplicate, and
 // the Late policy decides.
 func (in *Inbox) inboxKey(m Message) string {
+	if m.Closed == ClosedRestaged {
+		// One per place: the key may come again at another place.
+		return fmt.Sprintf("inbox %s %s restaged %s %d", in.consumer, m.Key, m.Group, m.Seq)
+	}
 	if m.Closed != "" {
 		return "inbox " + in.consumer + " " + m.Key + " closed"
 	}
@@ -264,6 +268,8 @@ func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWrit
 	items := []types.TransactWriteItem{{Put: &types.Put{
 		TableName: aws.String(in.table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		// The item there tells a copy from the key at another place.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}}
 	if !m.Ordered() || passed != nil {
 		return items, nil
@@ -300,6 +306,14 @@ func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWrit
 // ErrPassed) if the group's cursor did, reading the cursor when the
 // refusal does not carry it. Any other error, the effect's own refusals
 // included, is returned as it is.
+//
+// An ordered message whose key this consumer applied at another place
+// (Outflow staged the key again: a producer's retry that came after the
+// delivered row's retention) is applied once, at its first place: its
+// new place is closed as a message closing it would close it
+// (ClosedRestaged), so its group goes on, and Classify returns
+// ErrDuplicate; or an *OrderError while the place is not its group's
+// turn. That write needs the Inbox's DynamoDB client.
 func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWriteItem, err error) error {
 	var canceled *types.TransactionCanceledException
 	if err == nil || !errors.As(err, &canceled) {
@@ -324,7 +338,10 @@ func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWri
 		}
 		return types.CancellationReason{}, false
 	}
-	if _, ok := refused(in.inboxKey(m)); ok {
+	if reason, ok := refused(in.inboxKey(m)); ok {
+		if m.Ordered() && m.Closed != ClosedRestaged {
+			return in.duplicate(ctx, m, reason.Item)
+		}
 		return fmt.Errorf("message %s: %w", m.Key, ErrDuplicate)
 	}
 	if !m.Ordered() {
@@ -351,6 +368,41 @@ func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWri
 		return err
 	}
 	return &OrderError{Key: m.Key, Group: m.Group, Place: m.Seq, Cursor: cursor}
+}
+
+// duplicate classifies an ordered message whose inbox item was there,
+// old as the refusal carries it (read when it does not): a copy of the
+// same place is ErrDuplicate; the key at another place has that place
+// closed (see Classify).
+func (in *Inbox) duplicate(ctx context.Context, m Message, old map[string]types.AttributeValue) error {
+	dup := fmt.Errorf("message %s: %w", m.Key, ErrDuplicate)
+	if len(old) == 0 && in.api != nil {
+		out, err := in.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(in.table), Key: keyOf(in.inboxKey(m)), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return fmt.Errorf("message %s refused by its inbox item, which could not be read: %w", m.Key, err)
+		}
+		old = out.Item
+	}
+	if len(old) == 0 {
+		return dup // gone since (past its TTL): a copy of what it recorded
+	}
+	group, _ := old[attrGroup].(*types.AttributeValueMemberS)
+	seq, _, err := cursorSeq(old)
+	if err != nil {
+		seq = 0 // applied with no place
+	}
+	if group != nil && group.Value == m.Group && seq == m.Seq {
+		return dup
+	}
+	if in.api == nil {
+		return fmt.Errorf("message %s, place %d of group %s: its key was applied at place %d, and closing this place needs the Inbox's DynamoDB client", m.Key, m.Seq, m.Group, seq)
+	}
+	closing := m
+	closing.Closed = ClosedRestaged
+	if err := in.Apply(ctx, closing); err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrLate) {
+		return err
+	}
+	return fmt.Errorf("message %s, place %d of group %s: its key was applied at place %d; this place is closed (%s): %w", m.Key, m.Seq, m.Group, seq, ClosedRestaged, ErrDuplicate)
 }
 
 // cursorSeq reads a cursor item's place: found is false for no item.

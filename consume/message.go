@@ -47,6 +47,13 @@ type Message struct {
 	MessageID, ReceiptHandle string
 }
 
+// ClosedRestaged is the reason an Inbox records for a place it closed
+// itself: the place of a key this consumer applied at an earlier place,
+// which Outflow staged again (a producer's retry that came after the
+// delivered row's retention). The key's effect is applied once; its new
+// place is closed so its group goes on.
+const ClosedRestaged = "restaged"
+
 // Ordered reports whether the message has a place in an ordered group.
 func (m Message) Ordered() bool { return m.Seq > 0 }
 
