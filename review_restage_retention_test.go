@@ -6,6 +6,7 @@ package outflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/outflowhq/outflow/consume"
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/operate"
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
@@ -141,4 +143,85 @@ func TestReview_AKeyStagedAgainPastItsRetentionIsAppliedOnceAndDoesNotStallTheCo
 		Key: map[string]types.AttributeValue{consume.AttrPK: &types.AttributeValueMemberS{Value: "inbox ledger " + created.Key + " restaged order-5 2"}}})
 	require.NoError(t, err)
 	require.Equal(t, &types.AttributeValueMemberS{Value: consume.ClosedRestaged}, out.Item["closed"], "place 2 is recorded closed")
+}
+
+// refuseKeys refuses for good every message of the keys it names, the
+// row's and its place's closing message alike (a queue whose KMS key the
+// dispatcher lost access to refuses both), and records the rest.
+type refuseKeys struct {
+	wire *restageWire
+	keys map[string]bool
+}
+
+func (r refuseKeys) Deliver(ctx context.Context, queue string, rows []outbox.Row) []error {
+	errs := make([]error, len(rows))
+	for i, row := range rows {
+		if r.keys[row.Key] {
+			errs[i] = outbox.Permanent(errors.New("refused by the test"))
+			continue
+		}
+		errs[i] = r.wire.Deliver(ctx, queue, []outbox.Row{row})[0]
+	}
+	return errs
+}
+
+// TestReview_ASkippedPlaceWhoseClosingMessageFailedHoldsItsGroupUntilAPurgeClosesIt
+// (from the adversarial review of issue 38): on a skip route a row is
+// refused for good, and so is the message that would close its place
+// (closed = unsent). The group went on at once, so place 3 reached the
+// consumer while place 2 had come neither as its row nor closed, and the
+// purge deleted the row: a GapWait consumer waited for ever. Now such a
+// dead letter holds its group under either policy, and a purge sends its
+// closing message again, in its place.
+func TestReview_ASkippedPlaceWhoseClosingMessageFailedHoldsItsGroupUntilAPurgeClosesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := awstest.NewTable(t)
+	db := awstest.DynamoDB(t)
+	p, err := outflow.NewProducer(db, outflow.Config{Table: table, Shards: 4, Ordered: []string{"events.fifo"}})
+	require.NoError(t, err)
+	store, err := dynamo.New(db, dynamo.Config{Table: table, Shards: 4, DoneRetention: dynamo.DefaultDoneRetention})
+	require.NoError(t, err)
+	policy := outbox.DefaultPolicy()
+	policy.WakeGrace = 0
+	policy.BatchLinger = 5 * time.Millisecond
+	policy.MaxAttempts = 1
+	policy.Ordered = map[string]outbox.DeadHead{"events.fifo": outbox.DeadHeadSkip}
+	keys := []string{"order-6-created", "order-6-bad", "order-6-paid"}
+	for _, k := range keys {
+		_, err := p.Put(ctx, outflow.Row{Key: k, Queue: "events.fifo", Group: "order-6", Payload: []byte(`{"k":"` + k + `"}`)})
+		require.NoError(t, err)
+	}
+	wire := &restageWire{}
+	e, err := outbox.New(store, refuseKeys{wire: wire, keys: map[string]bool{keys[1]: true}}, policy)
+	require.NoError(t, err)
+	for range 3 {
+		_, err := e.Sweep(ctx)
+		require.NoError(t, err)
+	}
+	dead, err := store.Get(ctx, keys[1])
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusFailed, dead.Status)
+	require.Equal(t, outbox.ClosedUnsent, dead.Closed)
+
+	// The operator purges it, as docs/reliability.md says closes it; the
+	// dispatcher then sends what it has.
+	op, err := dynamo.NewOperator(db, dynamo.Config{Table: table, Shards: 4})
+	require.NoError(t, err)
+	res, err := operate.Purge(ctx, op, []string{keys[1]}, operate.Selection{}, time.Now(), operate.Hold{Now: time.Now(), Wait: policy.UnsureWait()}, func() {})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Done)
+	e, err = outbox.New(store, wire, policy)
+	require.NoError(t, err)
+	for range 3 {
+		_, err := e.Sweep(ctx)
+		require.NoError(t, err)
+	}
+
+	var places []string
+	for _, m := range wire.messages() {
+		places = append(places, fmt.Sprintf("%d%s", m.Seq, map[bool]string{true: "/closed:" + m.Closed}[m.Closed != ""]))
+	}
+	require.Equal(t, []string{"1", "2/closed:" + outbox.ClosedPurged, "3"}, places,
+		"every place reaches the consumer, as its row or closed, in order: the group waited for the operator")
 }

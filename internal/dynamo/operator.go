@@ -58,11 +58,13 @@ type DeadRef struct {
 	// PlaceError says why the row's place in its group (prev, seq) cannot
 	// be read; such a dead letter holds its group under either policy.
 	PlaceError string `json:"place_error,omitempty"`
+	// Closed is the row's closed (outbox.Row.Closed), read with its place.
+	Closed string `json:"closed,omitempty"`
 }
 
 // Link is the dead letter as the head check reads a predecessor.
 func (d DeadRef) Link() outbox.Link {
-	return outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: d.Queue, Seq: d.Seq, Malformed: d.PlaceError}
+	return outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: d.Queue, Seq: d.Seq, Malformed: d.PlaceError, Closed: d.Closed}
 }
 
 // DeadQuery selects dead letters: of one queue (empty: all), failed at or
@@ -244,8 +246,11 @@ type UnsureBound struct{ By, Implausible time.Time }
 func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Time, unsure UnsureBound) error {
 	cond := o.purgeable(failedBy, unsure)
 	// Deleted at once: a dead letter with no place, or one whose place
-	// was closed already (skip sent its closing message).
-	expr, err := expression.NewBuilder().WithCondition(cond.And(unordered().Or(expression.AttributeExists(expression.Name(AttrClosed))))).Build()
+	// was closed already (skip sent its closing message). One whose
+	// closing message could not be sent (unsent) still holds its group:
+	// its closing message is tried again, as for an open place.
+	closedAlready := expression.AttributeExists(expression.Name(AttrClosed)).And(expression.Name(AttrClosed).NotEqual(expression.Value(outbox.ClosedUnsent)))
+	expr, err := expression.NewBuilder().WithCondition(cond.And(unordered().Or(closedAlready))).Build()
 	if err != nil {
 		return fmt.Errorf("build purge condition: %w", err)
 	}
@@ -271,7 +276,7 @@ func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Tim
 		Set(expression.Name(AttrShard), expression.Value(ShardFor(row, o.cfg.Shards))).
 		Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedPurged)).
 		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
-	open := expression.AttributeNotExists(expression.Name(AttrClosed))
+	open := expression.AttributeNotExists(expression.Name(AttrClosed)).Or(expression.Name(AttrClosed).Equal(expression.Value(outbox.ClosedUnsent)))
 	_, err = o.update(ctx, "purge", key, o.purgeable(failedBy, unsure).And(same).And(open), closeUpd, types.ReturnValueNone)
 	return err
 }
@@ -321,8 +326,8 @@ func (o *Operator) purgeable(failedBy time.Time, unsure UnsureBound) expression.
 // longer dead letters (redriven or purged since the dead index was read).
 func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, error) {
 	type place struct {
-		status, group, err string
-		seq                int64
+		status, group, err, closed string
+		seq                        int64
 	}
 	var keys []string
 	for _, d := range dead {
@@ -331,7 +336,7 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 		}
 	}
 	places := make(map[string]place, len(keys))
-	err := o.batchGet(ctx, keys, []string{AttrStatus, AttrGroup, AttrSeq, AttrPrev}, func(key string, item map[string]types.AttributeValue) {
+	err := o.batchGet(ctx, keys, []string{AttrStatus, AttrGroup, AttrSeq, AttrPrev, AttrClosed}, func(key string, item map[string]types.AttributeValue) {
 		// Each attribute on its own: one of the wrong type must not hide
 		// the others.
 		var p place
@@ -340,6 +345,9 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 		}
 		if g, ok := item[AttrGroup].(*types.AttributeValueMemberS); ok {
 			p.group = g.Value
+		}
+		if c, ok := item[AttrClosed].(*types.AttributeValueMemberS); ok {
+			p.closed = c.Value
 		}
 		_, p.seq, p.err = readLink(item)
 		places[key] = p
@@ -354,7 +362,7 @@ func (o *Operator) WithGroups(ctx context.Context, dead []DeadRef) ([]DeadRef, e
 			if !ok || p.status != string(outbox.StatusFailed) {
 				continue
 			}
-			d.Group, d.Seq, d.PlaceError = p.group, p.seq, p.err
+			d.Group, d.Seq, d.PlaceError, d.Closed = p.group, p.seq, p.err, p.closed
 		}
 		out = append(out, d)
 	}

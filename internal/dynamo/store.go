@@ -430,7 +430,7 @@ func (s *Store) DeadLetter(ctx context.Context, row outbox.Row, now time.Time, h
 	err := s.keepingHistory(ctx, "dead-letter", row.Key, holds(row), func() expression.UpdateBuilder {
 		upd := withAttempt(failUpdate(row.Queue, now, row.UnsureAt, history), row)
 		if row.Closed != "" {
-			// Closed (its message sent), or ClosedUnsent.
+			// Closed (its message sent), or its place open (PlaceOpen).
 			upd = upd.Set(expression.Name(AttrClosed), expression.Value(row.Closed))
 		}
 		return upd
@@ -449,11 +449,12 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
 	// A closing message whose claim lapsed may or may not have gone: the
-	// place counts as open (ClosedUnsent), and a purge deletes the row.
+	// place counts as open (ClosedUnsent), and holds its group until a
+	// redrive or a purge (which sends the closing message again).
 	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder {
 		upd := failUpdate(row.Queue, now, row.UnsureAt, history)
 		if row.Closed != "" {
-			upd = upd.Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedUnsent))
+			upd = upd.Set(expression.Name(AttrClosed), expression.Value(outbox.Unsent(row.Closed)))
 		}
 		return upd
 	})

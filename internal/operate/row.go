@@ -60,7 +60,7 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 	}
 	s := &Row{
 		Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq, Prev: row.Prev,
-		BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq}),
+		BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq, Closed: row.Closed}),
 		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
 		RedrivenAt: row.RedrivenAt, LastError: row.LastError, Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 	}

@@ -242,7 +242,7 @@ func (r *run) closes(row Row) bool {
 
 // deadLink is the link of row as a dead letter.
 func deadLink(row Row) Link {
-	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, UnsureAt: row.UnsureAt}
+	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, UnsureAt: row.UnsureAt, Closed: row.Closed}
 }
 
 // deadSettles reports whether a dead letter of this row lets its group go

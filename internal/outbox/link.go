@@ -44,6 +44,15 @@ type Link struct {
 	// the row's successors wait until UnsureAt is Policy.UnsureWait old,
 	// so a late copy of it cannot land after them.
 	UnsureAt time.Time
+	// Closed is the row's Row.Closed. A dead letter whose place's closing
+	// message could not be sent (PlaceOpen) never lets a successor go,
+	// under either policy: its place reached the consumer neither as the
+	// row nor closed, and a successor sent past it would wait at a
+	// GapWait consumer for a message that could then only come after it.
+	// An operator redrives it (the row goes in its place) or purges it
+	// (its closing message is tried again; after a purge's failed, a
+	// second purge deletes it and gives the place up).
+	Closed string
 }
 
 // HeadPolicy is the dead-head policy of the route queue under ordered (the
@@ -75,9 +84,9 @@ func DeadLetterBlocks(ordered map[string]DeadHead, l Link) bool {
 
 // Settles reports whether a predecessor in the state l lets its successor
 // go, under the dead-head policy dh: it is gone (delivered, or purged),
-// done, or a dead letter none of whose sends ever ended unsure and dh is
-// skip. A state no writer of Outflow's leaves counts as a dead letter:
-// the row cannot go on. An unsure dead letter under skip settles only
+// done, or a dead letter none of whose sends ever ended unsure and whose
+// place is not open (PlaceOpen), and dh is skip. A state no writer of
+// Outflow's leaves counts as a dead letter: the row cannot go on. An unsure dead letter under skip settles only
 // once its wait is over, which SettlesAt says.
 func (l Link) Settles(dh DeadHead) bool {
 	if !l.Found || l.Status == StatusDone {
@@ -86,7 +95,7 @@ func (l Link) Settles(dh DeadHead) bool {
 	if l.Status == StatusPending || l.Status == StatusClaimed || l.Malformed != "" {
 		return false
 	}
-	return dh == DeadHeadSkip && l.UnsureAt.IsZero()
+	return dh == DeadHeadSkip && l.UnsureAt.IsZero() && !PlaceOpen(l.Closed)
 }
 
 // SettlesAt reports whether a predecessor in the state l lets its
@@ -100,7 +109,7 @@ func (l Link) SettlesAt(dh DeadHead, now time.Time, wait time.Duration) bool {
 // waitsOut reports whether l is a dead letter under skip a send of which
 // ended unsure: its group waits, for a bounded time, rather than blocks.
 func (l Link) waitsOut(dh DeadHead) bool {
-	return l.Found && l.Status == StatusFailed && l.Malformed == "" && !l.UnsureAt.IsZero() && dh == DeadHeadSkip
+	return l.Found && l.Status == StatusFailed && l.Malformed == "" && !PlaceOpen(l.Closed) && !l.UnsureAt.IsZero() && dh == DeadHeadSkip
 }
 
 // Blocks reports whether a predecessor in the state l holds its successor

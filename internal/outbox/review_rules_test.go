@@ -79,9 +79,10 @@ func TestRev_APurgedRowWhoseKeyIsNoDedupIDStillHasItsPlaceClosed(t *testing.T) {
 }
 
 // A closing message that can never be sent (refused for good) must not
-// hold its group for ever: it is dead-lettered as closed "unsent", and a
-// second purge deletes it, as before places were closed, so the group
-// goes on (with its place open).
+// hold its group for ever: the purge's closing message is dead-lettered
+// as closed "purge-unsent", which holds the group, and a second purge
+// deletes it, as before places were closed, so the group goes on (with
+// its place open: the operator gave it up).
 func TestPurge_AClosingMessageThatCannotBeSentLeavesTheNextPurgeToDelete(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -112,7 +113,7 @@ func TestPurge_AClosingMessageThatCannotBeSentLeavesTheNextPurgeToDelete(t *test
 	sweeps()
 	dead := h.row(t, keys[1])
 	require.Equal(t, outbox.StatusFailed, dead.Status)
-	require.Equal(t, outbox.ClosedUnsent, dead.Closed)
+	require.Equal(t, outbox.ClosedPurgeUnsent, dead.Closed)
 	require.Equal(t, []string{keys[0]}, sentPlaces(log, "g"), "the group still waits")
 
 	// Phase 2: the second purge deletes it, and the group goes on.

@@ -212,8 +212,28 @@ const (
 	// ClosedPurged is a dead letter an operator purged.
 	ClosedPurged = "purged"
 	// ClosedUnsent marks a dead letter whose closing message could not
-	// be sent (its own attempts spent, or its claim lapsed): its place is
-	// open. It is never sent; a purge deletes such a row, as one with no
-	// place, and a redrive sends the row itself.
+	// be sent (its own attempts spent, or its claim lapsed), one no
+	// operator purged: its place is open, so it holds its group under
+	// either policy (see Link.Closed). It is never sent as it is; a purge
+	// tries its closing message again, and a redrive sends the row itself.
 	ClosedUnsent = "unsent"
+	// ClosedPurgeUnsent marks a dead letter whose purge's closing message
+	// could not be sent. It holds its group as ClosedUnsent does; a second
+	// purge deletes it (the operator gives the place up: a GapPass
+	// consumer passes it), and a redrive sends the row itself.
+	ClosedPurgeUnsent = "purge-unsent"
 )
+
+// Unsent is the closed of a row whose closing message, for closed, could
+// not be sent.
+func Unsent(closed string) string {
+	if closed == ClosedPurged {
+		return ClosedPurgeUnsent
+	}
+	return ClosedUnsent
+}
+
+// PlaceOpen reports whether a row's closed (Row.Closed) says its place's
+// closing message could not be sent: its place reached the consumer
+// neither as the row nor closed.
+func PlaceOpen(closed string) bool { return closed == ClosedUnsent || closed == ClosedPurgeUnsent }

@@ -691,16 +691,19 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
 		// A closing message that could not be sent closed nothing: the
-		// dead letter says so (ClosedUnsent), and a purge deletes it
-		// rather than try a message that failed once already, so the
-		// group can always go on. A skipped row's was counted a dead
-		// letter when it was closed.
+		// dead letter says so (ClosedUnsent, or ClosedPurgeUnsent after a
+		// purge), and holds its group under
+		// either policy until an operator redrives it (the row goes in
+		// its place) or purges it (its closing message is tried again):
+		// a successor sent past it would reach a GapWait consumer before
+		// anything of its place could. A skipped row's was counted a
+		// dead letter when it was closed.
 		counted := &r.t.deadLettered
 		if row.Closed == ClosedDeadLetter {
 			counted = nil
 		}
 		if row.Closed != "" {
-			row.Closed = ClosedUnsent
+			row.Closed = Unsent(row.Closed)
 			sendErr = fmt.Errorf("its place's closing message: %w", sendErr)
 		}
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)

@@ -45,9 +45,14 @@ func TestSweep_UnroutedRowIsRetriedThenDeadLetteredWhenItsBudgetIsSpent(t *testi
 }
 
 // A dead head of an ordered group under skip holds its successor for
-// UnsureWait only if one of its sends may still land. An unrouted head
-// never sent anything, so its successor goes on at once.
-func TestOrdered_AnUnroutedDeadHeadUnderSkipDoesNotHoldItsGroup(t *testing.T) {
+// UnsureWait only if one of its sends may still land; an unrouted head
+// never sent anything, so it is no unsure wait that holds its group. But
+// the message that would close its place has no route either, so the
+// place stays open (closed = unsent), and the group waits for an
+// operator under skip too (the successor, unrouted as well, would only
+// fail): a successor sent past an open place would reach a GapWait
+// consumer before anything of that place could.
+func TestOrdered_AnUnroutedDeadHeadUnderSkipHoldsItsGroupForItsOpenPlaceNotForAnUnsureWait(t *testing.T) {
 	t.Parallel()
 	h := newHarnessShards(t, 1)
 	keys := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
@@ -59,12 +64,13 @@ func TestOrdered_AnUnroutedDeadHeadUnderSkipDoesNotHoldItsGroup(t *testing.T) {
 	require.NoError(t, err)
 	e := h.engine(t, policy, router)
 
-	for range 2 { // the clock stands still: far inside UnsureWait
+	for range 3 { // the clock stands still: far inside UnsureWait
 		_, err := e.Sweep(context.Background())
 		require.NoError(t, err)
 	}
 	got := h.row(t, head)
 	require.Equal(t, outbox.StatusFailed, got.Status)
-	require.True(t, got.UnsureAt.IsZero())
-	require.Equal(t, 1, h.row(t, next).Attempt, "the successor was tried without waiting UnsureWait (%s)", policy.UnsureWait())
+	require.True(t, got.UnsureAt.IsZero(), "no unsure send: nothing to wait out")
+	require.Equal(t, outbox.ClosedUnsent, got.Closed, "its closing message had no route either")
+	require.Zero(t, h.row(t, next).Attempt, "the successor waits for the operator, not for UnsureWait")
 }
