@@ -123,9 +123,12 @@ checkov: venv $(CHECKOV_VENV)/.installed ## Scan template.yaml and its SAM trans
 run: $(VENV)/.moto ## Run Outflow end to end on this machine (moto, template-provisioned table and queues, sweep, wake, demo).
 	$(GO) run ./cmd/outflow local $(ARGS)
 
-.PHONY: build
-build: ## Build the CLI (bin/outflow) and both bootstraps for linux/arm64 (deploy) and this machine (local --rie).
+.PHONY: cli
+cli: ## Build the CLI alone (bin/outflow), in seconds: no Lambda cross-compiling.
 	$(GO) build -trimpath -o $(BIN)/outflow ./cmd/outflow
+
+.PHONY: build
+build: cli ## Build the CLI (bin/outflow) and both bootstraps for linux/arm64 (deploy) and this machine (local --rie).
 	@for f in $(FUNCTIONS); do \
 		GOOS=linux GOARCH=arm64 $(GOBUILD) -o $(BIN)/arm64/$$f/bootstrap ./functions/$$f && \
 		$(GOBUILD) -o $(BIN)/host/$$f/bootstrap ./functions/$$f || exit 1; \
