@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/outflowhq/outflow/consume"
 )
@@ -72,7 +71,7 @@ func ExampleInbox_TransactItems() {
 	if err != nil {
 		return
 	}
-	var m consume.Message // from FromLambda or FromSQS
+	var m consume.Message // from FromLambda, FromQueue or FromSQS
 	items, err := inbox.TransactItems(m)
 	if err != nil {
 		return
@@ -104,20 +103,4 @@ func ExampleIdempotency_Do() {
 		return nil // send the mail, with m.Key as the mail service's idempotency key if it has one
 	})
 	_ = err // nil or ErrDuplicate: done; ErrInProgress: retry later
-}
-
-// A container's consumer: long-poll, apply, delete, until ctx ends.
-func ExamplePoller() {
-	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return
-	}
-	p := &consume.Poller{
-		API:         sqs.NewFromConfig(cfg),
-		QueueURL:    "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo",
-		Concurrency: 8,
-		Apply:       func(ctx context.Context, m consume.Message) error { return nil },
-	}
-	_ = p.Run // go p.Run(ctx)
 }
