@@ -90,17 +90,21 @@ func (p *Process) WaitReady(ctx context.Context, timeout, interval time.Duration
 // never free between this call and the child serving on it, so no other
 // process can take it meanwhile, as one could a port found free and
 // closed. The caller closes the file once the child has started.
-func Listen() (*os.File, string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func Listen() (*os.File, string, error) { return ListenOn("0") }
+
+// ListenOn is Listen on the given loopback port ("0": one the kernel
+// picks), for a server its user must find at a port they chose.
+func ListenOn(port string) (*os.File, string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
 	if err != nil {
-		return nil, "", fmt.Errorf("listen on a loopback port: %w", err)
+		return nil, "", fmt.Errorf("listen on loopback port %s: %w", port, err)
 	}
 	defer l.Close() // f is a duplicate, and stays open
 	f, err := l.(*net.TCPListener).File()
 	if err != nil {
 		return nil, "", fmt.Errorf("listener file: %w", err)
 	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
+	_, port, _ = net.SplitHostPort(l.Addr().String())
 	return f, port, nil
 }
 

@@ -80,6 +80,9 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 	}
 	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %s, %s, %s, %s, ready in %s\n",
 		r.Endpoint, r.Stack.Table, count(len(r.Stack.QueueURLs), "queue"), count(len(r.Stack.TopicARNs), "topic"), count(len(r.Stack.BusARNs), "event bus"), mode, time.Since(started).Round(time.Millisecond))
+	if err := a.checkLocal(ctx, r); err != nil {
+		return err
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

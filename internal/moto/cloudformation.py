@@ -6,7 +6,8 @@ them), names a FIFO queue without QueueName without the ".fifo" suffix
 CloudFormation gives it (so SQS refuses it), drops a function's
 Architectures (LoggingConfig it does not keep at all), and a table's TTL,
 point in time recovery and encryption, and keeps a role's inline policies
-as Python dicts (GetRolePolicy returns their repr). Each resource below is created through the
+as Python dicts (GetRolePolicy returns their repr), and DescribeStacks
+gives a list parameter's value as a Python list's repr. Each resource below is created through the
 same moto backend call the service's API makes, with CloudFormation's
 property names (the APIs' own), so the deployed stack can be read back
 through the real APIs: DescribeAlarms, GetSchedule,
@@ -381,7 +382,21 @@ def _json_role_policies(create):
     return classmethod(created)
 
 
+def _echoed_lists(parameter_list):
+    """DescribeStacks gives a list parameter's value as it was given,
+    "a,b"; moto gives the Python repr of the list it split it into."""
+
+    def echoed(self):
+        return [
+            dict(p, ParameterValue=",".join(p["ParameterValue"])) if isinstance(p["ParameterValue"], list) else p
+            for p in parameter_list.fget(self)
+        ]
+
+    return property(echoed)
+
+
 def _install_cloudformation_fixes():
+    from moto.cloudformation.models import Stack
     from moto.awslambda.models import LambdaFunction
     from moto.iam.models import Role
     from moto.dynamodb.models.table import Table
@@ -394,6 +409,7 @@ def _install_cloudformation_fixes():
     Role.create_from_cloudformation_json = _json_role_policies(Role.create_from_cloudformation_json)
     Table.update_from_cloudformation_json = classmethod(_update_tables)
     LogGroup.update_from_cloudformation_json = classmethod(_update_log_groups)
+    Stack.parameter_list = _echoed_lists(Stack.parameter_list)
 
 
 _install_cloudformation_fixes()

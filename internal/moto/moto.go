@@ -38,7 +38,8 @@ func Path() (string, error) {
 	if p, ok := child.FindTool("", filepath.Join(".venv", "bin", "moto_server")); ok {
 		return filepath.Join(filepath.Dir(p), "python"), nil // the virtualenv that has moto
 	}
-	return "", errors.New("moto is not installed: run `make venv` (make test and make run depend on it) to install it into .venv")
+	return "", errors.New("moto is not installed: run `make venv` in Outflow's repository (make test and make run depend on it) to install it into .venv, " +
+		"and run from there, or set OUTFLOW_MOTO_PYTHON to that .venv's bin/python")
 }
 
 // launcher is server.py: moto_server with atomic item writes.
@@ -60,12 +61,16 @@ var cloudFormation string
 // moto inherits the listening socket (server.py serves on the descriptor
 // in OUTFLOW_MOTO_FD), so no other process can take it meanwhile. It is
 // ready when it answers on that socket while still running.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartOn(ctx, "0") }
+
+// StartOn is Start on the given loopback port ("0": a free one), for a
+// server that other processes are told to reach (outflow moto --port).
+func StartOn(ctx context.Context, port string) (*Server, error) {
 	path, err := Path()
 	if err != nil {
 		return nil, err
 	}
-	ln, port, err := child.Listen()
+	ln, port, err := child.ListenOn(port)
 	if err != nil {
 		return nil, err
 	}

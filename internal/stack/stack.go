@@ -43,9 +43,12 @@ type Parameter struct {
 	Default        any
 	AllowedValues  []any
 	AllowedPattern string
-	MinValue       *float64
-	MaxValue       *float64
-	Description    string
+	// ConstraintDescription is what CloudFormation says, in place of
+	// the pattern, when a value breaks it.
+	ConstraintDescription string
+	MinValue              *float64
+	MaxValue              *float64
+	Description           string
 	// Value is what it resolved to: the default or the override.
 	Value any
 	// text is the value as CloudFormation passes it to Ref: the string
@@ -84,6 +87,9 @@ func (p Parameter) Allows(value string) error {
 			elems = strings.Split(value, ",")
 		}
 		for _, e := range elems {
+			if !re.MatchString(e) && p.ConstraintDescription != "" {
+				return fmt.Errorf("%q: %s", e, p.ConstraintDescription)
+			}
 			if !re.MatchString(e) {
 				return fmt.Errorf("%q does not match AllowedPattern %q", e, p.AllowedPattern)
 			}

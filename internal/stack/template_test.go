@@ -360,7 +360,10 @@ func TestLoad_RefusesWhatCloudFormationRefuses(t *testing.T) {
 		{"LogRetentionDays", "2", "not one of AllowedValues"},
 		{"LogLevel", "LOUD", "not one of AllowedValues"},
 		{"Jitter", "1.5", "does not match AllowedPattern"},
-		{"SweepReservedConcurrency", "00", "does not match AllowedPattern"},
+		{"SweepReservedConcurrency", "00", `"00": must be 0 (no reservation) or a whole number`},
+		// The rule a FIFO route's name follows reads as a sentence, as
+		// CloudFormation gives a ConstraintDescription.
+		{"OrderedRoutes", "orders", `"orders": must be none or route[=block|skip],..., each route a FIFO route: its name ends in .fifo`},
 	} {
 		_, err := stack.Load(templatePath, map[string]string{tc.name: tc.value})
 		require.ErrorContains(t, err, "parameter "+tc.name+": ", "%s=%q", tc.name, tc.value)
