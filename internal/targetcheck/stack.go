@@ -21,7 +21,6 @@ type Stacks interface {
 	DescribeStackResources(context.Context, *cloudformation.DescribeStackResourcesInput, ...func(*cloudformation.Options)) (*cloudformation.DescribeStackResourcesOutput, error)
 }
 
-
 // FromStack reads what a deployed Outflow stack routes and grants: its
 // Routes and OrderedRoutes outputs (what the functions run with, the
 // examples' routes included) and its QueueArns, TopicArns and BusArns
