@@ -174,25 +174,48 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 			// a key no deduplication id may be (a space in it, from a
 			// producer in another language) does not keep its place
 			// from being closed.
-			checked.Key = closedDedup(row.Key)
+			checked.Key = closedDedup(row.Key, row.Seq)
 		}
 		if err := checkFIFO(checked); err != nil {
 			return Message{}, err
 		}
 		m.Group, m.Dedup = row.Group, row.Key
-		if row.Closed != "" {
-			m.Dedup = closedDedup(row.Key)
+		switch {
+		case row.Closed != "":
+			m.Dedup = closedDedup(row.Key, row.Seq)
+		case row.Seq > 0:
+			m.Dedup = placedDedup(row.Key, row.Seq)
 		}
 	}
 	return m, nil
 }
 
 // closedDedup is the deduplication id of the message closing key's
-// place: not the key, which SQS would then refuse for 5 minutes to the
-// row itself, redriven; the same for every copy of that message.
-func closedDedup(key string) string {
+// place seq: not the key, which SQS would then refuse for 5 minutes to the
+// row itself, redriven; the same for every copy of that message, and
+// another for the same key closed at another place (staged again).
+func closedDedup(key string, seq int64) string {
 	sum := sha256.Sum256([]byte(key))
-	return "closed-" + hex.EncodeToString(sum[:])
+	return "closed-" + hex.EncodeToString(sum[:]) + "#" + strconv.FormatInt(seq, 10)
+}
+
+// maxID is the longest group or deduplication id SQS takes.
+const maxID = 128
+
+// placedDedup is the deduplication id of a row with a place in an ordered
+// group: its key and its place. Every send of the row shares it, so SQS
+// drops a copy; a key staged again at a new place (a producer's retry
+// after the done row was deleted, OUTFLOW_DONE_RETENTION under SQS's
+// 5-minute window) has another, so its place reaches the consumer, which
+// closes it as restaged, instead of being dropped and leaving a gap no
+// message explains. A key too long to take its place is hashed.
+func placedDedup(key string, seq int64) string {
+	id := key + "#" + strconv.FormatInt(seq, 10)
+	if len(id) <= maxID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "placed-" + hex.EncodeToString(sum[:]) + "#" + strconv.FormatInt(seq, 10)
 }
 
 // checkAttributes applies the attribute rules every target shares: SQS's
@@ -279,7 +302,7 @@ func attributeName(name string) error {
 // id: 1-128 printable ASCII characters without spaces. Dispatch keys must
 // be one, since they are the deduplication id.
 func ValidID(s string) bool {
-	if s == "" || len(s) > 128 {
+	if s == "" || len(s) > maxID {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
