@@ -51,7 +51,12 @@ var (
 // LoadPublished reads the dispatcher's published configuration from
 // table, with one strongly consistent GetItem, through the client you give
 // NewProducer. A table with none gives an error wrapping ErrNotPublished:
-// fall back to a Config of your own, or refuse to start, as suits you.
+// fall back to a Config of your own, or refuse to start, as suits you. A
+// table that does not exist gives an error that names it, and the region
+// and endpoint it was looked for in where client is (or embeds) a
+// *dynamodb.Client: `table "x": not found in region eu-west-1
+// (ResourceNotFoundException)`, wrapping the SDK's
+// *types.ResourceNotFoundException.
 func LoadPublished(ctx context.Context, client DynamoDB, table string) (Published, error) {
 	p, err := dynamo.ReadPublished(ctx, client, table)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outflowhq/outflow"
@@ -103,6 +104,41 @@ func TestLoadPublished_NoneIsErrNotPublished(t *testing.T) {
 	_, err := outflow.LoadPublished(context.Background(), awstest.DynamoDB(t), table)
 	require.ErrorIs(t, err, outflow.ErrNotPublished)
 	require.ErrorContains(t, err, table)
+}
+
+// ownClient is a DynamoDB client of the producer's own that wraps the
+// SDK's, as a test double or an instrumented client would: no region or
+// endpoint to read from it.
+type ownClient struct{ outflow.DynamoDB }
+
+// TestLoadPublished_NamesATableThatDoesNotExist: a wrong table name (or
+// region, or endpoint) reads as that, naming the table and, where the
+// client tells, the region and the endpoint it was looked for in, not as
+// the SDK's bare ResourceNotFoundException; which it still wraps.
+func TestLoadPublished_NamesATableThatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	table := awstest.UniqueName("outflow-nosuch")
+	region := awstest.DynamoDB(t).Options().Region
+	tests := []struct {
+		name   string
+		client outflow.DynamoDB
+		want   string
+	}{
+		{"the SDK's client", awstest.DynamoDB(t),
+			`table "` + table + `": not found in region ` + region + ` at endpoint ` + awstest.Endpoint() + ` (ResourceNotFoundException)`},
+		{"a client of your own", ownClient{awstest.DynamoDB(t)},
+			`table "` + table + `": not found (ResourceNotFoundException)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := outflow.LoadPublished(context.Background(), tt.client, table)
+			require.EqualError(t, err, tt.want)
+			var missing *types.ResourceNotFoundException
+			require.ErrorAs(t, err, &missing, "the SDK's error, wrapped")
+			require.NotErrorIs(t, err, outflow.ErrNotPublished, "no table is not an empty one")
+		})
+	}
 }
 
 func TestNewProducer_RefusesAnOrderedRouteItsRoutesLack(t *testing.T) {

@@ -303,7 +303,7 @@ func TestEnqueue_StagesValidRowsAndExplainsBadOnes(t *testing.T) {
 		{[]string{"enqueue", "--queue", "orders"}, cli.ExitUsage, "exactly one of --body and --body-file"},
 		{[]string{"enqueue", "--queue", "orders", "--body", ""}, cli.ExitUsage, "--body is empty: a row needs a payload"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--attr", "novalue"}, cli.ExitUsage, "want name=value"},
-		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--routes", "events.fifo=http://localhost:1/q.fifo"}, cli.ExitError, "FIFO queue needs a message group"},
+		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--routes", "events.fifo=http://localhost:1/q.fifo"}, cli.ExitUsage, "FIFO queue needs a message group"},
 		{[]string{"enqueue", "--queue", "events.fifo", "--body", "x", "--group", "g"}, cli.ExitError, "no such route"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--key", "fifo-1"}, cli.ExitError, "key already staged with different content"},
 		{[]string{"enqueue", "--queue", "orders", "--body", "x", "--delay", "soon"}, cli.ExitUsage, "invalid argument"},

@@ -66,7 +66,7 @@ func TestDurationFlags_TakeDays(t *testing.T) {
 func TestErrors_NameTheTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	want := `table "nosuch": not found (ResourceNotFoundException)`
+	want := `table "nosuch": not found in region us-east-1 at endpoint ` + awstest.Endpoint() + ` (ResourceNotFoundException)`
 	for _, args := range [][]string{
 		{"stats"},
 		{"dead", "list"},

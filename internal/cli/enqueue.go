@@ -51,6 +51,15 @@ func (a *app) enqueueCommand() *cobra.Command {
 			case fileSet && bodyFile == "":
 				return usagef("--body-file is empty: name a file")
 			}
+			// Whether a row takes a group is the route's name's to say
+			// (.fifo), so a missing or a stray --group is a mistake in the
+			// call, as an empty body is, found before the table is read.
+			switch fifo := outbox.FIFORoute(queue); {
+			case fifo && group == "":
+				return usagef("--group is required: route %q is FIFO, and a FIFO queue needs a message group", queue)
+			case !fifo && group != "":
+				return usagef("--group %q: route %q is not FIFO (its name does not end in .fifo), and only a FIFO queue or topic has message groups; drop --group", group, queue)
+			}
 			payload := []byte(body)
 			if bodyFile != "" {
 				var err error
@@ -103,7 +112,7 @@ func (a *app) enqueueCommand() *cobra.Command {
 	f.StringVar(&body, "body", "", "message body")
 	f.StringVar(&bodyFile, "body-file", "", "read the message body from this file")
 	f.StringArrayVar(&attrs, "attr", nil, "message attribute name=value (repeatable)")
-	f.StringVar(&group, "group", "", "FIFO message group (required for .fifo queues)")
+	f.StringVar(&group, "group", "", "FIFO message group (required for .fifo routes, refused for others)")
 	durationVar(f, &delay, "delay", 0, "deliver no sooner than this from now")
 	f.StringVar(&key, "key", "", "dispatch key (default: a new ULID)")
 	f.StringVar(&routes, "routes", "", "the dispatcher's routes name=target,..., to check the row against its target's limits (default: the published ones, else $OUTFLOW_ROUTES; none: SQS's)")

@@ -132,9 +132,27 @@ func applyAnswers[E any](errs []error, batch []part[E], got answers, target stri
 // transient, since a request that failed as a whole (throttled, denied,
 // timed out) may succeed once it is retried; and not definite (see
 // outbox.Definite), since a request that timed out, was cut off or failed
-// on the service's side may have been stored.
+// on the service's side may have been stored, unless the caller made it
+// definite (noDestination).
 func failBatch[E any](errs []error, batch []part[E], op string, err error) {
 	for _, p := range batch {
 		errs[p.row] = fmt.Errorf("%s: %w", op, err)
 	}
+}
+
+// noDestination makes err, the error of a request that failed as a whole,
+// definite (outbox.Refused) when it is a T: the target's answer that the
+// queue, topic or bus the request named does not exist. Nothing was
+// stored, and nothing can land later: even were an earlier try of the
+// call (an SDK retry) stored before the destination went, that copy went
+// with it, and no later copy can arrive through a destination that is
+// not there. So the row's history does not call its outcome unknown, and
+// an ordered group under skip does not wait behind it. It stays
+// transient: the destination may yet be created.
+func noDestination[T error](err error) error {
+	var missing T
+	if errors.As(err, &missing) {
+		return outbox.Refused(err)
+	}
+	return err
 }

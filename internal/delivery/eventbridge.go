@@ -49,7 +49,8 @@ func toEventBridge(ctx context.Context, api EventBridgeAPI, t Target, rows []out
 	inBatches(ctx, rows, parts, target.MaxEventBytes, errs, func(batch []part[types.PutEventsRequestEntry]) {
 		out, err := api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries(batch)})
 		if err != nil {
-			failBatch(errs, batch, "put events", err)
+			// A bus that does not exist: a definite refusal.
+			failBatch(errs, batch, "put events", noDestination[*types.ResourceNotFoundException](err))
 			return
 		}
 		// PutEvents answers entry by entry in the order asked, without ids.

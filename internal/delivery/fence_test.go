@@ -78,9 +78,10 @@ func TestDeliver_StartsNoRequestTheFenceRefuses(t *testing.T) {
 // TestDeliver_CallsAFailureDefiniteOnlyWhenTheTargetAnsweredForTheEntry:
 // under skip, a dead head lets its group go at once only when its last
 // failure proves the target did not store it: an entry the answer
-// refused, or a row never sent. A request that failed as a whole (timed
-// out, cut off, 5xx, throttled) or an answer that left the entry out may
-// have been stored.
+// refused, a request refused because its queue does not exist, or a row
+// never sent. A request that failed as a whole otherwise (timed out, cut
+// off, 5xx, throttled) or an answer that left the entry out may have been
+// stored.
 func TestDeliver_CallsAFailureDefiniteOnlyWhenTheTargetAnsweredForTheEntry(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -103,6 +104,10 @@ func TestDeliver_CallsAFailureDefiniteOnlyWhenTheTargetAnsweredForTheEntry(t *te
 		{"entry left out of the answer", func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
 			return &sqs.SendMessageBatchOutput{}, nil
 		}, false},
+		{"request refused: the queue does not exist", func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+			return nil, fmt.Errorf("operation error SQS: SendMessageBatch: %w", &types.QueueDoesNotExist{Message: aws.String("The specified queue does not exist."),
+				ErrorCodeOverride: aws.String("AWS.SimpleQueueService.NonExistentQueue")})
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

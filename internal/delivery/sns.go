@@ -25,7 +25,8 @@ func toSNS(ctx context.Context, api SNSAPI, t Target, rows []outbox.Row, maxByte
 	inBatches(ctx, rows, parts, limit, errs, func(batch []part[types.PublishBatchRequestEntry]) {
 		out, err := api.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(t.Address), PublishBatchRequestEntries: entries(batch)})
 		if err != nil {
-			failBatch(errs, batch, "publish batch", err)
+			// NotFound, a topic that does not exist: a definite refusal.
+			failBatch(errs, batch, "publish batch", noDestination[*types.NotFoundException](err))
 			return
 		}
 		got := answers{}

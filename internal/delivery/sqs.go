@@ -28,7 +28,9 @@ func toSQS(ctx context.Context, api SQSAPI, t Target, rows []outbox.Row, maxByte
 	inBatches(ctx, rows, parts, limit, errs, func(batch []part[types.SendMessageBatchRequestEntry]) {
 		out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.Address), Entries: entries(batch)})
 		if err != nil {
-			failBatch(errs, batch, "send batch", err)
+			// AWS.SimpleQueueService.NonExistentQueue, QueueDoesNotExist
+			// in the SDK: a definite refusal.
+			failBatch(errs, batch, "send batch", noDestination[*types.QueueDoesNotExist](err))
 			return
 		}
 		got := answers{}

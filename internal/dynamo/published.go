@@ -157,13 +157,15 @@ func orNone(m map[string]string, k string) string {
 // ReadPublished reads the table's published configuration with a
 // strongly consistent read (a cold start's one read). None gives an error
 // wrapping ErrNotPublished; an item this code cannot read, one that names
-// the attribute.
+// the attribute; a failed read, a *TableError.
 func ReadPublished(ctx context.Context, api ItemGetter, table string) (Published, error) {
 	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(table), Key: keyOf(ConfigKey), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Published{}, fmt.Errorf("table %s: read published configuration: %w", table, err)
+		// A table that does not exist reads as one, with the region and
+		// the endpoint it was looked for in (TableError).
+		return Published{}, NameTable(api, table, fmt.Errorf("read published configuration: %w", err))
 	}
 	if out.Item == nil {
 		return Published{}, fmt.Errorf("table %s: %w (the sweep and wake functions publish it at their first invocation)", table, ErrNotPublished)
