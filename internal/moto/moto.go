@@ -89,9 +89,11 @@ func StartOn(ctx context.Context, port string) (*Server, error) {
 	}
 	m := &Server{URL: "http://127.0.0.1:" + port, proc: proc}
 	// Connections queue on the socket until moto serves, so one try can
-	// wait through moto's start; the timeout only bounds a hung one.
+	// wait through moto's start; the timeout only bounds a hung one. Its
+	// start is seconds of CPU (importing moto): on 2 cores shared with
+	// other suites it took over 30 s, so the bound is generous.
 	client := &http.Client{Timeout: 5 * time.Second}
-	err = proc.WaitReady(ctx, 30*time.Second, 50*time.Millisecond, func() error {
+	err = proc.WaitReady(ctx, 2*time.Minute, 50*time.Millisecond, func() error {
 		resp, err := client.Get(m.URL + "/moto-api/")
 		if err != nil {
 			return err
