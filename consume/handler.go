@@ -22,10 +22,11 @@ type Handler struct {
 	// closes a place.
 	Apply func(ctx context.Context, m Message) error
 	// Closed is given each message that closes a place (Message.Closed: a
-	// dead letter an operator purged), with the same
-	// outcomes as Apply. A consumer with an Inbox sets it to the inbox's
-	// Close, so its group's cursor moves past the place; nil acknowledges
-	// such messages unread, which suits a consumer that keeps no order.
+	// row dead-lettered under skip, or a dead letter an operator purged),
+	// with the same outcomes as Apply. A consumer with an Inbox sets it to
+	// the inbox's Close, so its group's cursor moves past the place; nil
+	// acknowledges such messages unread, which suits a consumer that
+	// keeps no order.
 	Closed func(ctx context.Context, m Message) error
 	// OnFailure, if set, is told of each message reported failed and why
 	// (a *DecodeError for a message that cannot be decoded; ErrSkipped

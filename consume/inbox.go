@@ -51,6 +51,7 @@ type Inbox struct {
 	ttl      time.Duration
 	gaps     GapPolicy
 	late     LatePolicy
+	join     JoinPolicy
 	now      func() time.Time
 }
 
@@ -63,15 +64,51 @@ type LatePolicy int
 
 const (
 	// LateRecord, the default, applies nothing: it writes the message's
-	// inbox item, marked late with the place its group had reached, and
-	// Apply returns an error wrapping ErrLate, which Handler and Poller
-	// acknowledge. The group's order is never broken; find late
-	// messages by their inbox items' late_after.
+	// inbox item, marked late with the place its group had reached
+	// (late_after) and not applied (applied = false), and Apply returns
+	// an error wrapping ErrLate, which Handler and Poller acknowledge.
+	// The group's order is never broken; find late messages by their
+	// inbox items' late_after. The record stands for no effect: should
+	// Outflow stage the key again and it arrive in its group's turn, it
+	// is applied there, the record replaced.
 	LateRecord LatePolicy = iota
 	// LateApply applies the effect out of order, with the message's
 	// inbox item marked late, and leaves the group's cursor where it is.
 	// Choose it where the effect does not depend on the group's order.
 	LateApply
+)
+
+// JoinPolicy says where an Inbox starts an ordered group it has no
+// cursor for, at the first message of the group this consumer sees. A
+// group's cursor, once written, is kept (it has no TTL): a group is
+// joined once.
+type JoinPolicy int
+
+const (
+	// JoinFromStart, the default, starts every group at place 1: under
+	// GapWait a later place that arrives first is a gap (ErrGap) and
+	// waits until place 1 is applied or closed. A group whose first
+	// places never reach the consumer is noticed: it does not go on.
+	JoinFromStart JoinPolicy = iota
+	// JoinWhereSeen starts a group with no cursor at the first place that
+	// arrives: the places before it are passed as GapPass passes a gap
+	// (gap_from and gap_to on that message's inbox item, skipped on the
+	// cursor, and joined, the place the group started at), and later
+	// gaps are handled as Gaps says. It is for a consumer that starts on
+	// groups part-way through: a new queue subscribed to an ordered
+	// route's topic whose groups began before it, a queue recreated, a
+	// queue whose retention dropped a group's first messages. Their
+	// places were sent before the queue could keep them and never come,
+	// so under JoinFromStart such a group waits for ever.
+	//
+	// The trade-off: a group's first message then goes unchecked, so a
+	// missing place 1 (and any place before the first one seen) goes
+	// unnoticed for that group, whatever became of it: the consumer
+	// queue's redrive policy took it to its dead-letter queue, say, or
+	// the consumer never saw it. Such a place, should it come, is late
+	// (the Late policy decides). Under GapPass a group with no cursor
+	// starts where it is first seen anyway.
+	JoinWhereSeen
 )
 
 // InboxConfig configures an Inbox.
@@ -92,6 +129,10 @@ type InboxConfig struct {
 	Gaps GapPolicy
 	// Late says what Apply does with a message its group went past.
 	Late LatePolicy
+	// Join says where Apply starts an ordered group this consumer has no
+	// cursor for: at place 1 (JoinFromStart, the default) or at the
+	// first place that arrives (JoinWhereSeen).
+	Join JoinPolicy
 }
 
 // NewInbox returns an Inbox for the consumer. api may be nil for a
@@ -105,7 +146,7 @@ func NewInbox(api DynamoDBAPI, cfg InboxConfig) (*Inbox, error) {
 	case cfg.TTL < 0:
 		return nil, errors.New("inbox: TTL must not be negative")
 	}
-	return &Inbox{api: api, table: cfg.Table, consumer: cfg.Consumer, ttl: cfg.TTL, gaps: cfg.Gaps, late: cfg.Late, now: time.Now}, nil
+	return &Inbox{api: api, table: cfg.Table, consumer: cfg.Consumer, ttl: cfg.TTL, gaps: cfg.Gaps, late: cfg.Late, join: cfg.Join, now: time.Now}, nil
 }
 
 // validConsumer reports whether name can be a consumer's name: it is
@@ -191,7 +232,9 @@ func keyOf(pk string) map[string]types.AttributeValue {
 
 // TransactItems returns the items to add to the TransactWriteItems that
 // makes the message's effect: first the put of its inbox item, which
-// fails if this consumer applied the message already; then, for a message
+// fails if this consumer applied the message already (a record of it as
+// late and not applied, TransactItemsRecordLate's, is no application:
+// the put replaces it, and only it); then, for a message
 // of an ordered group, the update of the group's cursor, which fails
 // unless the message's place is the next. Run them with the effect's own
 // items and give the error to Classify; Apply does both.
@@ -202,35 +245,51 @@ func (in *Inbox) TransactItems(m Message) ([]types.TransactWriteItem, error) {
 	if m.Closed != "" {
 		return nil, fmt.Errorf("inbox: message %s closes place %d of its group and has no effect: give it to Close", m.Key, m.Seq)
 	}
-	return in.items(m, nil, nil)
+	return in.items(m, nil, nil, false)
 }
 
 // TransactItemsPast is TransactItems for a message Classify refused for a
 // gap, to apply it anyway: its cursor update accepts the place after
-// exactly the gap seen, and its inbox item records the places passed.
+// exactly the gap seen, and its inbox item records the places passed. A
+// refusal with Cursor 0 is a group with no cursor: TransactItemsPast
+// starts it at the message's place (see JoinWhereSeen).
 func (in *Inbox) TransactItemsPast(m Message, gap *OrderError) ([]types.TransactWriteItem, error) {
 	if gap == nil || !gap.Gap() || gap.Place != m.Seq || gap.Key != m.Key {
 		return nil, errors.New("inbox: TransactItemsPast needs the message's own gap")
 	}
-	return in.items(m, gap, nil)
+	return in.items(m, gap, nil, false)
 }
 
 // TransactItemsLate is TransactItems for a message Classify refused
 // because its group went past it (ErrPassed): the put of its inbox item,
 // marked late, and no cursor update, so the group's order stays as it
-// is. Run it with the effect's items to apply the message late, or alone
-// to record it and apply nothing.
+// is. Run it with the effect's items to apply the message late. The item
+// stands for the effect: to record the message and apply nothing, use
+// TransactItemsRecordLate.
 func (in *Inbox) TransactItemsLate(m Message, passed *OrderError) ([]types.TransactWriteItem, error) {
 	if passed == nil || passed.Gap() || passed.Place != m.Seq || passed.Key != m.Key {
 		return nil, errors.New("inbox: TransactItemsLate needs the message's own refusal as passed")
 	}
-	return in.items(m, nil, passed)
+	return in.items(m, nil, passed, false)
+}
+
+// TransactItemsRecordLate is TransactItemsLate for a message to record
+// and not apply, as LateRecord does: its inbox item is marked late and
+// not applied (applied = false). Run it alone. A copy of the message is
+// then a duplicate; but the key, should Outflow stage it again and it
+// arrive in its group's turn, is applied there (TransactItems replaces
+// the record), since its effect was applied nowhere.
+func (in *Inbox) TransactItemsRecordLate(m Message, passed *OrderError) ([]types.TransactWriteItem, error) {
+	if passed == nil || passed.Gap() || passed.Place != m.Seq || passed.Key != m.Key {
+		return nil, errors.New("inbox: TransactItemsRecordLate needs the message's own refusal as passed")
+	}
+	return in.items(m, nil, passed, true)
 }
 
 // items builds the inbox put and, for an ordered message, the cursor
 // update: to the next place, or past gap; for a late message (passed),
-// the put alone.
-func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWriteItem, error) {
+// the put alone, marked not applied when record is set.
+func (in *Inbox) items(m Message, gap, passed *OrderError, record bool) ([]types.TransactWriteItem, error) {
 	if m.Key == "" {
 		return nil, errors.New("inbox: a message without a key")
 	}
@@ -261,13 +320,25 @@ func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWrit
 	if m.Closed != "" {
 		item[attrClosed] = &types.AttributeValueMemberS{Value: m.Closed}
 	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	put := expression.AttributeNotExists(expression.Name(AttrPK))
+	switch {
+	case m.Closed != "":
+		// A closing message's item is its own: no late record shares it.
+	case record:
+		item[attrApplied] = &types.AttributeValueMemberBOOL{Value: false}
+	default:
+		// A late record stands for no effect: a message applied replaces
+		// it. Only it: the put still fails on any other item, the one
+		// that replaced it included, so two copies apply it once.
+		put = put.Or(expression.Name(attrApplied).Equal(expression.Value(false)))
+	}
+	cond, err := expression.NewBuilder().WithCondition(put).Build()
 	if err != nil {
 		return nil, fmt.Errorf("inbox: build condition: %w", err)
 	}
 	items := []types.TransactWriteItem{{Put: &types.Put{
 		TableName: aws.String(in.table), Item: item,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
 		// The item there tells a copy from the key at another place.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}}
@@ -283,6 +354,10 @@ func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWrit
 	if gap != nil {
 		after = gap.Cursor
 		upd = upd.Add(expression.Name(attrSkipped), expression.Value(gap.Place-gap.Cursor-1))
+		if after == 0 {
+			// The group starts here: the place it joined at.
+			upd = upd.Set(expression.Name(attrJoined), expression.Value(m.Seq))
+		}
 	}
 	next := expression.Name(attrSeq).Equal(expression.Value(after))
 	if after == 0 {
@@ -313,7 +388,10 @@ func (in *Inbox) items(m Message, gap, passed *OrderError) ([]types.TransactWrit
 // new place is closed as a message closing it would close it
 // (ClosedRestaged), so its group goes on, and Classify returns
 // ErrDuplicate; or an *OrderError while the place is not its group's
-// turn. That write needs the Inbox's DynamoDB client.
+// turn. That write needs the Inbox's DynamoDB client. A key recorded
+// late and not applied (TransactItemsRecordLate) was applied nowhere:
+// TransactItems's put replaces that record, so the key arriving in its
+// turn is applied as any other message.
 func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWriteItem, err error) error {
 	var canceled *types.TransactionCanceledException
 	if err == nil || !errors.As(err, &canceled) {
@@ -373,7 +451,8 @@ func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWri
 // duplicate classifies an ordered message whose inbox item was there,
 // old as the refusal carries it (read when it does not): a copy of the
 // same place is ErrDuplicate; the key at another place has that place
-// closed (see Classify).
+// closed (see Classify), unless the item there is a late record, which
+// stands for no effect.
 func (in *Inbox) duplicate(ctx context.Context, m Message, old map[string]types.AttributeValue) error {
 	dup := fmt.Errorf("message %s: %w", m.Key, ErrDuplicate)
 	if len(old) == 0 && in.api != nil {
@@ -391,19 +470,42 @@ func (in *Inbox) duplicate(ctx context.Context, m Message, old map[string]types.
 	if err != nil {
 		seq = 0 // applied with no place
 	}
-	if group != nil && group.Value == m.Group && seq == m.Seq {
+	samePlace := group != nil && group.Value == m.Group && seq == m.Seq
+	if applied, ok := old[attrApplied].(*types.AttributeValueMemberBOOL); ok && !applied.Value {
+		// Only a put that records a late message fails on a late record
+		// (one that applies replaces it): m is late too.
+		if samePlace {
+			return &recordedCopy{fmt.Sprintf("message %s, place %d of group %s: a copy of a message recorded late and not applied", m.Key, m.Seq, m.Group)}
+		}
+		return fmt.Errorf("message %s, place %d of group %s: %w (its key is recorded late at place %d already)", m.Key, m.Seq, m.Group, ErrLate, seq)
+	}
+	if samePlace {
 		return dup
 	}
+	applied := fmt.Sprintf("applied at place %d", seq)
+	if _, late := old[attrLateAfter]; late {
+		applied = fmt.Sprintf("applied late, at place %d", seq)
+	}
 	if in.api == nil {
-		return fmt.Errorf("message %s, place %d of group %s: its key was applied at place %d, and closing this place needs the Inbox's DynamoDB client", m.Key, m.Seq, m.Group, seq)
+		return fmt.Errorf("message %s, place %d of group %s: its key was %s, and closing this place needs the Inbox's DynamoDB client", m.Key, m.Seq, m.Group, applied)
 	}
 	closing := m
 	closing.Closed = ClosedRestaged
-	if err := in.Apply(ctx, closing); err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrLate) {
+	switch err := in.Apply(ctx, closing); {
+	case errors.Is(err, ErrLate):
+		return fmt.Errorf("message %s, place %d of group %s: its key was %s, and its group went past this place: %w", m.Key, m.Seq, m.Group, applied, ErrDuplicate)
+	case err != nil && !errors.Is(err, ErrDuplicate):
 		return err
 	}
-	return fmt.Errorf("message %s, place %d of group %s: its key was applied at place %d; this place is closed (%s): %w", m.Key, m.Seq, m.Group, seq, ClosedRestaged, ErrDuplicate)
+	return fmt.Errorf("message %s, place %d of group %s: its key was %s; this place is closed (%s): %w", m.Key, m.Seq, m.Group, applied, ClosedRestaged, ErrDuplicate)
 }
+
+// recordedCopy is ErrDuplicate for a copy of a message recorded late and
+// not applied, in words that do not say it was applied.
+type recordedCopy struct{ text string }
+
+func (e *recordedCopy) Error() string { return e.text }
+func (e *recordedCopy) Unwrap() error { return ErrDuplicate }
 
 // cursorSeq reads a cursor item's place: found is false for no item.
 func cursorSeq(item map[string]types.AttributeValue) (seq int64, found bool, err error) {
@@ -425,9 +527,11 @@ func cursorSeq(item map[string]types.AttributeValue) (seq int64, found bool, err
 // committed, ErrDuplicate when it had already (acknowledge the message),
 // an *OrderError (ErrGap) when it is not the group's turn (retry it
 // later). With GapPass a gap is passed: the effect commits, and the inbox
-// item records the places passed. A message its group went past is
-// handled by the Late policy: recorded and not applied (an error
-// wrapping ErrLate and the *OrderError), or applied without moving the
+// item records the places passed; with JoinWhereSeen so is the gap before
+// the first message of a group with no cursor. A message its group went
+// past is handled by the Late policy: recorded and not applied (an error
+// wrapping ErrLate and the *OrderError; should its key come again in its
+// group's turn, it is applied then), or applied without moving the
 // cursor (nil).
 //
 // A message that closes a place (m.Closed) has no effect: the effect's
@@ -439,7 +543,7 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 	if m.Closed != "" {
 		effect = nil
 	}
-	items, err := in.items(m, nil, nil)
+	items, err := in.items(m, nil, nil, false)
 	if err != nil {
 		return err
 	}
@@ -449,7 +553,8 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 		return err
 	}
 	switch {
-	case order.Gap() && in.gaps == GapPass:
+	case order.Gap() && (in.gaps == GapPass || (in.join == JoinWhereSeen && order.Cursor == 0)):
+		// Passed, or a group with no cursor joined where it is seen.
 		if items, err = in.TransactItemsPast(m, order); err != nil {
 			return err
 		}
@@ -462,11 +567,14 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 	} else if applied {
 		return fmt.Errorf("message %s, place %d of group %s: %w (its inbox item is gone: past its TTL)", m.Key, m.Seq, m.Group, ErrDuplicate)
 	}
-	if items, err = in.TransactItemsLate(m, order); err != nil {
-		return err
-	}
 	if in.late == LateApply && m.Closed == "" {
+		if items, err = in.TransactItemsLate(m, order); err != nil {
+			return err
+		}
 		return in.run(ctx, m, effect, items)
+	}
+	if items, err = in.TransactItemsRecordLate(m, order); err != nil {
+		return err
 	}
 	if err := in.run(ctx, m, nil, items); err != nil {
 		return err
@@ -477,12 +585,15 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 // appliedBefore reports whether a message its group went past was in
 // fact applied in its turn, its inbox item gone since (expired): so a
 // copy of it is a duplicate, not a late message. A closing message's
-// place was applied if its row's inbox item is there (the row arrived
-// first). A row's place, under GapWait, moves only by the row itself or
-// by its closing message: with no closing record, the row was applied.
-// Under GapPass a place may have been passed, and the message is late
-// (keep the TTL longer than a copy can come late). It costs a strongly
-// consistent read, on this path only.
+// place was applied if its row's inbox item is there, for that place and
+// not a late record (the row arrived first). A row's place, under
+// GapWait, moves only by the row itself or by its closing message: with
+// no closing record, the row was applied; with JoinWhereSeen, unless the
+// place is below the one its group joined at (the cursor's joined),
+// passed then. Under GapPass a place may have been passed, and the
+// message is late (keep the TTL longer than a copy can come late). It
+// costs a strongly consistent read (two for a row with JoinWhereSeen),
+// on this path only.
 func (in *Inbox) appliedBefore(ctx context.Context, m Message) (bool, error) {
 	var key string
 	switch {
@@ -498,9 +609,42 @@ func (in *Inbox) appliedBefore(ctx context.Context, m Message) (bool, error) {
 		return false, fmt.Errorf("message %s: read whether its place was applied: %w", m.Key, err)
 	}
 	if m.Closed != "" {
-		return len(out.Item) > 0, nil
+		return appliedAt(out.Item, m), nil
 	}
-	return len(out.Item) == 0, nil
+	if len(out.Item) > 0 || in.join != JoinWhereSeen {
+		return len(out.Item) == 0, nil
+	}
+	out, err = in.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(in.table), Key: keyOf(in.cursorKey(m)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return false, fmt.Errorf("message %s: read where its group started: %w", m.Key, err)
+	}
+	joined, _ := out.Item[attrJoined].(*types.AttributeValueMemberN)
+	if joined == nil {
+		return true, nil // the group started at place 1
+	}
+	at, err := strconv.ParseInt(joined.Value, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("message %s: its group's cursor has a joined that is no whole number", m.Key)
+	}
+	return m.Seq >= at, nil
+}
+
+// appliedAt reports whether a row's inbox item records its effect at m's
+// place: not a late record, and not the key at another place (a restaged
+// key). An item without a place records an effect all the same.
+func appliedAt(item map[string]types.AttributeValue, m Message) bool {
+	if len(item) == 0 {
+		return false
+	}
+	if applied, ok := item[attrApplied].(*types.AttributeValueMemberBOOL); ok && !applied.Value {
+		return false
+	}
+	if _, ordered := item[attrSeq]; !ordered {
+		return true
+	}
+	group, _ := item[attrGroup].(*types.AttributeValueMemberS)
+	seq, _, err := cursorSeq(item)
+	return err == nil && group != nil && group.Value == m.Group && seq == m.Seq
 }
 
 // Close records a message that closes a place (m.Closed): its inbox

@@ -21,10 +21,13 @@ type Message struct {
 	// an unordered route.
 	Seq int64
 	// Closed is set on a message that is no row but the place of one that
-	// will not come: "purged" for a dead letter an operator purged. Key
-	// and Seq are the row's; the payload is no row's. Inbox.Close records it and moves the group's cursor
+	// will not come: "dead-letter" for a row dead-lettered on a route
+	// whose groups go past their dead letters (skip), "purged" for a dead
+	// letter an operator purged. Key and Seq are the row's; the payload
+	// is no row's. Inbox.Close records it and moves the group's cursor
 	// past the place; Handler and Poller give it to their Closed hook,
-	// never to Apply.
+	// never to Apply. (ClosedRestaged is recorded by an Inbox for a place
+	// it closes itself; no message carries it.)
 	Closed string
 	// Attempt is the delivery attempt that sent this copy, from 1.
 	Attempt int

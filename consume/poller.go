@@ -24,9 +24,10 @@ type PollAPI interface {
 // long-polls, applies each batch's groups concurrently and each group's
 // messages one at a time in order, keeps the batch's messages invisible
 // while they are applied, and deletes the applied ones in one request.
-// A message that fails, and on a FIFO queue every later message of its
-// group in the batch, is left to be received again once its visibility
-// timeout lapses.
+// A message that fails is left to be received again once its visibility
+// timeout lapses, which spaces out its retries. On a FIFO queue the
+// later messages of its group in the batch are not applied: they are
+// made visible again at once, and SQS gives them only after it.
 type Poller struct {
 	// API is the SQS client.
 	API PollAPI
@@ -57,7 +58,8 @@ type Poller struct {
 
 // Run polls until ctx ends, then finishes the messages it has started,
 // deletes those applied, and returns nil. Messages received but not
-// started are left for their visibility timeout to bring back.
+// started are made visible again at once, for this or another consumer
+// to take.
 func (p *Poller) Run(ctx context.Context) error {
 	if p.API == nil || p.QueueURL == "" || p.Apply == nil {
 		return errors.New("poller: API, QueueURL and Apply are required")

@@ -32,6 +32,8 @@ const (
 	attrGapFrom   = "gap_from"
 	attrGapTo     = "gap_to"
 	attrLateAfter = "late_after"
+	attrApplied   = "applied"
+	attrJoined    = "joined"
 	attrClosed    = "closed"
 	attrStatus    = "status"
 	attrToken     = "token"
