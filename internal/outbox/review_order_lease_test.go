@@ -70,8 +70,11 @@ func (d *stallInDeliver) Deliver(ctx context.Context, queue string, rows []outbo
 // a head p claimed on its final attempt is held up in sweep A until its
 // lease no longer covers a send; sweep B runs meanwhile. p is never sent
 // by A, so the group's first arrivals keep staging order: p then s when A
-// gives p back in time, s alone (p a dead letter: skip's gap) when B
-// expired p first.
+// gives p back in time; when B found p's final claim lapsed first, the
+// message closing p's place, once no send of A's can land, then s (p a
+// dead letter whose place the consumer is told of: before, B expired p
+// and s went past a place no message closed, which an adversarial review
+// of issue 38 found would hold a GapWait consumer for ever).
 func TestReview_ALeaseThatLapsesWhileTheRowIsQueuedLetsItsSuccessorGoFirst(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -82,7 +85,7 @@ func TestReview_ALeaseThatLapsesWhileTheRowIsQueuedLetsItsSuccessorGoFirst(t *te
 		want      func(p, s string) []string
 	}{
 		{"held between claim and send: the engine releases p, then p and s go in order", false, func(p, s string) []string { return []string{p, s} }},
-		{"held inside the deliverer while another sweep expires p: the router refuses to send p, s waits out p's unsure end", true, func(_, s string) []string { return []string{s} }},
+		{"held inside the deliverer while another sweep finds p's final claim lapsed: the router refuses to send p, p's place is closed after its unsure end, then s", true, func(p, s string) []string { return []string{p, s} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,7 +142,8 @@ func TestReview_ALeaseThatLapsesWhileTheRowIsQueuedLetsItsSuccessorGoFirst(t *te
 				// p is unknown to B, so s waits.
 				resB, err := h.engine(t, policy, log).Sweep(ctx)
 				require.NoError(t, err)
-				require.Equal(t, 1, resB.Expired, "B expired p")
+				require.Equal(t, 1, resB.Expired, "B ended p's final attempt")
+				require.Equal(t, outbox.ClosedDeadLetter, h.row(t, p).Closed, "p waits to close its place")
 				require.Zero(t, resB.Delivered, "s went while p might still land")
 				close(d.resume)
 			}
@@ -162,11 +166,61 @@ func TestReview_ALeaseThatLapsesWhileTheRowIsQueuedLetsItsSuccessorGoFirst(t *te
 			got := awstest.ReceiveKeys(t, h.routes["events.fifo"], 2, 5*time.Second)
 			t.Logf("SQS order of group g: %v (staged %v)", got, keys)
 			require.Equal(t, want, got, "first arrivals of group g out of staging order")
-			if len(want) == 1 {
+			if tc.inDeliver {
 				dead := h.row(t, p)
 				require.Equal(t, outbox.StatusFailed, dead.Status)
+				require.Equal(t, outbox.ClosedDeadLetter, dead.Closed, "p's place was closed by its message")
 				require.Contains(t, dead.LastError, "lease expired on final attempt")
 			}
 		})
 	}
+}
+
+// TestSkip_ARowStrandedWithItsBudgetSpentHoldsItsGroupWithItsPlaceOpen: a
+// head p left pending with its budget spent (here, MaxAttempts lowered
+// below its attempts) was claimed by no one, so no message closed its
+// place: it is expired with its place marked open (ClosedUnsent), and its
+// successor waits, the group blocked (the BlockedGroupAlarm's count),
+// until a redrive or a purge; before, s went past a place no message
+// closed.
+func TestSkip_ARowStrandedWithItsBudgetSpentHoldsItsGroupWithItsPlaceOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarnessShards(t, 1)
+	keys := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
+	p, s := keys[0], keys[1]
+
+	// Phase 1: p's first attempt fails; it is retried, s waits.
+	policy := orderedPolicy(outbox.DeadHeadSkip)
+	policy.MaxAttempts = 3
+	log := &sendLog{next: h.sqs}
+	failP := &sendLog{next: log, fail: func(r outbox.Row) error {
+		if r.Key == p {
+			return outbox.Refused(errTransient)
+		}
+		return nil
+	}}
+	_, err := h.engine(t, policy, failP).Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, h.row(t, p).Attempt)
+	h.clock.Advance(time.Minute)
+
+	// Phase 2: the budget is lowered to 1; p is stranded and expires with
+	// its place open, and s waits.
+	policy.MaxAttempts = 1
+	res, err := h.engine(t, policy, log).Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Expired)
+	require.Zero(t, res.Delivered, "s went past p's open place")
+	row := h.row(t, p)
+	require.Equal(t, outbox.StatusFailed, row.Status)
+	require.Equal(t, outbox.ClosedUnsent, row.Closed)
+
+	// Phase 3: however long after, s still waits for an operator.
+	h.clock.Advance(policy.UnsureWait() + time.Hour)
+	res, err = h.engine(t, policy, log).Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Delivered)
+	require.Equal(t, 1, res.BlockedGroups)
+	require.NotContains(t, log.accepted()["g"], s)
 }

@@ -460,6 +460,9 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 			reason, unsure, cur.UnsureAt = "lease expired on final attempt", true, now
 		}
 		hist := cur.withError(AttemptError{At: now, Attempt: cur.Attempt, Message: reason, Unsure: unsure})
+		if r.closes(cur) {
+			return r.closeExpired(ctx, cur, ref, now, hist)
+		}
 		err := r.store.Expire(ctx, cur, now, r.policy.MaxAttempts, hist)
 		r.count(ctx, "expire", c.Key, err, &r.t.expired)
 		r.holdRow(c.Key, settledHold(ref.CreatedAt))
@@ -471,6 +474,39 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 		r.holdRow(c.Key, h)
 	}
 	return h.movedOn
+}
+
+// closeExpired ends the final attempt of a row of a group that goes past
+// its dead letters (skip) as any final failure there ends: its place is
+// closed first. A lapsed claim's row goes back to pending as the message
+// closing its place, due once no send of the lapsed claim can land
+// (Store.Close, under the lapsed claim's own token, which no other worker
+// holds: a new claim would have replaced it). Expired instead, its group
+// would go past a place that no message closes, and a GapWait consumer
+// wait there for ever. A row stranded pending with its budget spent was
+// claimed by no one: it is expired with its place marked open
+// (ClosedUnsent), which holds its group until a redrive or a purge (which
+// sends the closing message), as a closing message that failed does.
+func (r *run) closeExpired(ctx context.Context, cur Row, ref DueRef, now time.Time, hist []AttemptError) (movedOn bool) {
+	if cur.Status != StatusClaimed {
+		cur.Closed = ClosedDeadLetter
+		err := r.store.Expire(ctx, cur, now, r.policy.MaxAttempts, hist)
+		r.count(ctx, "expire", cur.Key, err, &r.t.expired)
+		r.holdRow(cur.Key, settledHold(ref.CreatedAt))
+		return true
+	}
+	due := cur.UnsureAt.Add(r.policy.UnsureWait())
+	r.log.InfoContext(ctx, "a final claim lapsed; its place is closed first", "key", cur.Key, "queue", cur.Queue, "attempt", cur.Attempt, "closed_at", due)
+	err := r.store.Close(ctx, cur, due, hist)
+	r.count(ctx, "close", cur.Key, err, &r.t.expired)
+	if errors.Is(err, ErrDeadLettered) {
+		// Too large to close: dead-lettered, and its group goes past it
+		// with a gap, as before.
+		r.holdRow(cur.Key, settledHold(ref.CreatedAt))
+		return true
+	}
+	r.holdRow(cur.Key, hold{until: due, row: ref.CreatedAt})
+	return true
 }
 
 // doneAnyway reports whether a refused done was this run's own done,
