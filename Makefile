@@ -37,8 +37,10 @@ $(VENV)/.installed: $(VENV)/.moto requirements-tools.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-tools.txt
 	touch $@
 
-.PHONY: venv
+.PHONY: venv venv-moto
 venv: $(VENV)/.installed ## Install the pinned Python tools (moto server, aws-sam-cli, shellcheck) into .venv.
+
+venv-moto: $(VENV)/.moto ## Install only the pinned moto server into .venv: what make run, outflow moto and outflow local need.
 
 $(TOOLS)/aws-lambda-rie:
 	GOBIN=$(TOOLS) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)

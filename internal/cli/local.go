@@ -23,8 +23,8 @@ func (a *app) localCommand() *cobra.Command {
 		Short: "Run Outflow end to end on this machine: moto as AWS, the template's table, queues, topics and buses, sweep, wake and consumers",
 		Long: "local starts the moto server from .venv (unless --endpoint names one), creates the table, queues, topics and event buses that " +
 			"template.yaml defines, runs the sweep on a local schedule and the wake from the table's stream through the " +
-			"template's FilterCriteria, and consumes every queue. By default it then runs a demo and exits 0 only if every " +
-			"row was delivered or dead-lettered as staged. --keep leaves everything running until Ctrl-C.",
+			"template's FilterCriteria, and consumes every queue the template creates (never yours). By default it then runs a demo and exits 0 only if every " +
+			"row was delivered or dead-lettered as staged. After the deploy it checks the routes against their targets and grants (outflow check). --keep leaves everything running until Ctrl-C.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Endpoint, opts.Region = a.endpoint, a.region

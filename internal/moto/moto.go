@@ -38,7 +38,7 @@ func Path() (string, error) {
 	if p, ok := child.FindTool("", filepath.Join(".venv", "bin", "moto_server")); ok {
 		return filepath.Join(filepath.Dir(p), "python"), nil // the virtualenv that has moto
 	}
-	return "", errors.New("moto is not installed: run `make venv` in Outflow's repository (make test and make run depend on it) to install it into .venv, " +
+	return "", errors.New("moto is not installed: run `make venv-moto` in Outflow's repository (make run and make test install it too) to install it into .venv, " +
 		"and run from there, or set OUTFLOW_MOTO_PYTHON to that .venv's bin/python")
 }
 
