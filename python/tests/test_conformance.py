@@ -1,0 +1,217 @@
+"""The Python producer held to the shared conformance vectors: the Go
+producer's tests (conformance_test.go) read the same files."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+import outflow
+import vectors
+from fakes import FakeDynamoDB
+from outflow import _target
+
+ROWS = vectors.load("rows.json")
+INVALID = vectors.load("invalid.json")
+CLASSIFY = vectors.load("classify.json")
+PUBLISHED = vectors.load("published.json")
+
+#: Every validation kind the Go producer has: invalid.json must give each.
+VALIDATION_KINDS = {
+    "empty_queue", "invalid_key", "empty_payload", "too_large", "too_many_attributes", "attribute_name",
+    "attribute_value", "group_required", "invalid_id", "not_json", "event_field", "item_too_large", "no_route",
+    "ordered_route", "duplicate_key", "too_many_items", "order_unknown", "invalid_config",
+}  # fmt: skip
+
+
+def test_the_vectors_are_all_there() -> None:
+    # Counts the Go suite reads too: a vector file cut short fails here.
+    assert len(ROWS) >= 20
+    assert len(INVALID) >= 100
+    assert len(CLASSIFY) >= 10
+    assert len(PUBLISHED) >= 10
+    assert VALIDATION_KINDS <= {v["kind"] for v in INVALID if v["kind"] is not None}
+    assert {k.value for k in outflow.Kind} >= VALIDATION_KINDS
+
+
+def _ids(vs: list[dict[str, Any]]) -> list[str]:
+    return [v["name"] for v in vs]
+
+
+def _clock(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@pytest.mark.parametrize("v", ROWS, ids=_ids(ROWS))
+def test_rows_become_their_items(v: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = [vectors.expected_shape(i) for i in v["items"]]
+    stage_ids: Iterator[str] = iter([i["Put"]["Item"]["stage_id"]["S"] for i in expected if "Put" in i])
+    xray = v.get("context_trace", {}).get("xray")
+    if xray:
+        monkeypatch.setenv("_X_AMZN_TRACE_ID", xray)
+    else:
+        monkeypatch.delenv("_X_AMZN_TRACE_ID", raising=False)
+    producer = outflow.Producer(
+        FakeDynamoDB(v.get("table", [])), vectors.config(v["config"]), clock=lambda: _clock(v["clock_ms"]), stage_id=lambda: next(stage_ids)
+    )
+    rows = vectors.rows(v)
+    if v["call"] == "transact_item":
+        assert len(rows) == 1
+        items = [producer.transact_item(rows[0])]
+    else:
+        items = producer.transact_items(rows)
+    got = [vectors.shape(i) for i in items]
+    if v.get("generated_key"):
+        for g in got:
+            item = g["Put"]["Item"]
+            key = item["pk"]["S"]
+            assert vectors.ULID.fullmatch(key), key
+            assert _ulid_ms(key) == v["clock_ms"]
+            assert item["shard"]["S"] == str(_fnv(key) % (v["config"].get("shards") or 4))
+            item["pk"], item["shard"] = {"S": "*"}, {"S": "*"}
+    assert got == expected
+
+
+def _ulid_ms(key: str) -> int:
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    n = 0
+    for ch in key[:10]:
+        n = n * 32 + alphabet.index(ch)
+    return n
+
+
+def _fnv(key: str) -> int:
+    h = 0x811C9DC5
+    for b in key.encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+@pytest.mark.parametrize("v", INVALID, ids=_ids(INVALID))
+def test_invalid_rows_give_their_kind(v: dict[str, Any]) -> None:
+    call, kind = v["call"], v["kind"]
+    rows = vectors.rows(v)
+
+    def run() -> None:
+        if call == "validate":
+            assert len(rows) == 1
+            rows[0].validate(v["config"].get("max_message_bytes", 0))
+            return
+        producer = outflow.Producer(FakeDynamoDB(v.get("table", [])), vectors.config(v["config"]), trace_parent=lambda: "")
+        if call == "new_producer":
+            return
+        if call == "transact_item":
+            assert len(rows) == 1
+            producer.transact_item(rows[0])
+        elif call == "transact_items":
+            producer.transact_items(rows)
+        else:
+            raise AssertionError(f"unknown call {call}")
+
+    if kind is None:
+        run()
+        return
+    with pytest.raises(outflow.OutflowError) as raised:
+        run()
+    assert raised.value.kind == kind, str(raised.value)
+
+
+@pytest.mark.parametrize("v", CLASSIFY, ids=_ids(CLASSIFY))
+def test_classify_explains_a_cancellation(v: dict[str, Any]) -> None:
+    client = FakeDynamoDB(v.get("table", []))
+    producer = outflow.Producer(client, vectors.config(v["config"]), trace_parent=lambda: "")
+    items = [vectors.to_boto(o) for o in v.get("own", [])]
+    items += producer.transact_items(vectors.rows(v))
+    reasons = [vectors.to_boto(r) for r in v["reasons"]]
+    error = ClientError(
+        {"Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"}, "CancellationReasons": reasons},
+        "TransactWriteItems",
+    )
+    explained = producer.classify(error, items)
+    assert isinstance(explained, outflow.TransactError)
+    assert explained.__cause__ is error
+    got = [
+        {"index": i.index, "code": i.code, "reason": i.reason, "table": i.table, "row": i.row, "queue": i.queue, "group": i.group}
+        for i in explained.items
+    ]
+    assert got == v["expect"]["items"]
+    assert explained.retryable == v["expect"]["retryable"]
+    for want in v["expect"]["items"]:
+        if want["reason"] is not None:
+            assert explained.has(want["reason"])
+
+
+def test_classify_passes_other_errors_through() -> None:
+    producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[]))
+    other = ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "TransactWriteItems")
+    assert producer.classify(other, []) is other
+    boom = RuntimeError("lost")
+    assert producer.classify(boom, []) is boom
+
+
+@pytest.mark.parametrize("v", PUBLISHED, ids=_ids(PUBLISHED))
+def test_published_configuration(v: dict[str, Any]) -> None:
+    client = FakeDynamoDB([v["item"]] if v["item"] is not None else [])
+
+    def run() -> tuple[outflow.Published, outflow.Config]:
+        pub = outflow.load_published(client, "outbox")
+        return pub, pub.apply(vectors.config(v["apply"]))
+
+    if v.get("kind") is not None:
+        with pytest.raises(outflow.OutflowError) as raised:
+            run()
+        assert raised.value.kind == v["kind"], str(raised.value)
+        return
+    pub, cfg = run()
+    want = v["expect"]
+    assert dict(pub.routes) == want["routes"]
+    assert dict(pub.ordered) == want["ordered"]
+    assert (pub.shards, pub.max_message_bytes, pub.revision) == (want["shards"], want["max_message_bytes"], want["revision"])
+    assert int(pub.published_at.timestamp() * 1000) == want["published_at_ms"]
+    assert pub.published_by == want["published_by"]
+    c = want["config"]
+    assert (cfg.table, cfg.shards, cfg.max_message_bytes) == (c["table"], c["shards"], c["max_message_bytes"])
+    assert list(cfg.ordered or []) == c["ordered"]
+    assert cfg.routes is not None and dict(_target.parse_routes(cfg.routes)) == _target.parse_routes(c["routes"])
+
+
+def test_stage_ids_and_keys_are_fresh() -> None:
+    producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[]))
+    items = [producer.transact_item(outflow.Row(queue="orders", payload="x")) for _ in range(3)]
+    keys = {i["Put"]["Item"]["pk"]["S"] for i in items}
+    stage_ids = {i["Put"]["Item"]["stage_id"]["S"] for i in items}
+    assert len(keys) == len(stage_ids) == 3
+    for k, s in itertools.product(keys, stage_ids):
+        assert vectors.ULID.fullmatch(k) and vectors.STAGE_ID.fullmatch(s)
+
+
+def test_a_row_validates_on_its_own() -> None:
+    outflow.Row(queue="orders", payload=b"x").validate()
+    with pytest.raises(outflow.InvalidRowError) as raised:
+        outflow.Row(queue="orders.fifo", payload="x").validate()
+    assert raised.value.kind is outflow.Kind.GROUP_REQUIRED
+
+
+def test_empty_routes_are_no_routes() -> None:
+    none: list[str | dict[str, str]] = ["", " ", {}]
+    for routes in none:
+        producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[], routes=routes))
+        producer.transact_item(outflow.Row(queue="anything", payload="x"))
+
+
+def test_transact_refuses_a_client_request_token() -> None:
+    producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[]))
+    with pytest.raises(ValueError, match="ClientRequestToken"):
+        producer.transact([outflow.Row(queue="orders", payload="x")], ClientRequestToken="t")
+
+
+def test_the_trace_comes_from_lambdas_xray_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0")
+    assert outflow.current_trace_parent() == "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-00"
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793")
+    assert outflow.current_trace_parent() == ""
