@@ -69,3 +69,17 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// closingSite is the attempt a fault is drawn for: a closing message's
+// own, apart from its row's. A closing message counts its attempts from 1
+// again under its row's key, so drawn by key and attempt alone it met
+// every fault its row met at that attempt: a row refused for good at
+// attempt 1 had its closing message refused too, always, and its place
+// left open (an adversarial review found the outbox soak's open places
+// came from this, not from the engine).
+func closingSite(attempt string, closed *string) string {
+	if closed == nil {
+		return attempt
+	}
+	return attempt + " closed"
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // SNS wraps the SNS API under the deliverer with the same send faults as
@@ -47,7 +48,7 @@ func (s SNS) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, opts .
 
 // SNSSite is the row key and attempt a PublishBatch entry carries.
 func SNSSite(e types.PublishBatchRequestEntry) (key, attempt string) {
-	return aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue), aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue)
+	return aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue), closingSite(aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue), e.MessageAttributes[target.AttrClosed].StringValue)
 }
 
 func snsRefused(id *string, kind Kind, senderFault bool) types.BatchResultErrorEntry {

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // SQS wraps the SQS API under the deliverer with send faults. Faults strike
@@ -48,7 +49,7 @@ func (s SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput
 
 // entrySite is the row key and attempt a message carries.
 func entrySite(e types.SendMessageBatchRequestEntry) (key, attempt string) {
-	return aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue), aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue)
+	return aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue), closingSite(aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue), e.MessageAttributes[target.AttrClosed].StringValue)
 }
 
 func refused(id *string, kind Kind, senderFault bool) types.BatchResultErrorEntry {

@@ -463,8 +463,14 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 		if r.closes(cur) {
 			return r.closeExpired(ctx, cur, ref, now, hist)
 		}
+		// A skipped row's closing message was counted when the row was
+		// closed: its own lapsed claim is no second dead letter.
+		counted := &r.t.expired
+		if cur.Closed == ClosedDeadLetter {
+			counted = nil
+		}
 		err := r.store.Expire(ctx, cur, now, r.policy.MaxAttempts, hist)
-		r.count(ctx, "expire", c.Key, err, &r.t.expired)
+		r.count(ctx, "expire", c.Key, err, counted)
 		r.holdRow(c.Key, settledHold(ref.CreatedAt))
 		return true
 	}

@@ -174,7 +174,7 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 			// a key no deduplication id may be (a space in it, from a
 			// producer in another language) does not keep its place
 			// from being closed.
-			checked.Key = closedDedup(row.Key, row.Seq)
+			checked.Key = closedDedup(row.Group, row.Key, row.Seq)
 		}
 		if err := checkFIFO(checked); err != nil {
 			return Message{}, err
@@ -182,40 +182,43 @@ func NewMessage(row outbox.Row, fifo bool) (Message, error) {
 		m.Group, m.Dedup = row.Group, row.Key
 		switch {
 		case row.Closed != "":
-			m.Dedup = closedDedup(row.Key, row.Seq)
+			m.Dedup = closedDedup(row.Group, row.Key, row.Seq)
 		case row.Seq > 0:
-			m.Dedup = placedDedup(row.Key, row.Seq)
+			m.Dedup = placedDedup(row.Group, row.Key, row.Seq)
 		}
 	}
 	return m, nil
 }
 
-// closedDedup is the deduplication id of the message closing key's
-// place seq: not the key, which SQS would then refuse for 5 minutes to the
-// row itself, redriven; the same for every copy of that message, and
-// another for the same key closed at another place (staged again).
-func closedDedup(key string, seq int64) string {
-	sum := sha256.Sum256([]byte(key))
-	return "closed-" + hex.EncodeToString(sum[:]) + "#" + strconv.FormatInt(seq, 10)
+// closedDedup is the deduplication id of the message closing the place
+// seq of key's row in group: not the key, which SQS would then refuse for
+// 5 minutes to the row itself, redriven; the same for every copy of that
+// message, and another for the key closed at another place of any group
+// (the key staged again).
+func closedDedup(group, key string, seq int64) string {
+	return "closed-" + placeHash(group, key) + "#" + strconv.FormatInt(seq, 10)
+}
+
+// placedDedup is the deduplication id of a row with a place in an ordered
+// group: its group, key and place, hashed. SQS deduplicates across a
+// queue's groups, so each is needed. Every send of the row shares it, so
+// SQS drops a copy; a key staged again at a new place, of its group or
+// another (a producer's retry after the done row was deleted,
+// OUTFLOW_DONE_RETENTION under SQS's 5-minute window), has another, so its
+// place reaches the consumer, which closes it as restaged, instead of
+// being dropped and leaving a gap no message explains.
+func placedDedup(group, key string, seq int64) string {
+	return "placed-" + placeHash(group, key) + "#" + strconv.FormatInt(seq, 10)
 }
 
 // maxID is the longest group or deduplication id SQS takes.
 const maxID = 128
 
-// placedDedup is the deduplication id of a row with a place in an ordered
-// group: its key and its place. Every send of the row shares it, so SQS
-// drops a copy; a key staged again at a new place (a producer's retry
-// after the done row was deleted, OUTFLOW_DONE_RETENTION under SQS's
-// 5-minute window) has another, so its place reaches the consumer, which
-// closes it as restaged, instead of being dropped and leaving a gap no
-// message explains. A key too long to take its place is hashed.
-func placedDedup(key string, seq int64) string {
-	id := key + "#" + strconv.FormatInt(seq, 10)
-	if len(id) <= maxID {
-		return id
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "placed-" + hex.EncodeToString(sum[:]) + "#" + strconv.FormatInt(seq, 10)
+// placeHash is the SHA-256 of a group and a key, in hex: 64 characters
+// whatever their lengths (each may be 128), and no two pairs alike.
+func placeHash(group, key string) string {
+	sum := sha256.Sum256([]byte(group + "\x00" + key))
+	return hex.EncodeToString(sum[:])
 }
 
 // checkAttributes applies the attribute rules every target shares: SQS's
