@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -59,7 +60,13 @@ func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEvent
 		}
 	}
 	for _, rec := range e.Records {
-		group := rec.Attributes[groupAttribute] // set on FIFO queues only
+		// A FIFO queue's group holds its order: the queue decides, not a
+		// group id, which a fair queue's messages carry too (a standard
+		// queue's messages stand alone).
+		group := ""
+		if strings.HasSuffix(rec.EventSourceARN, ".fifo") {
+			group = rec.Attributes[groupAttribute]
+		}
 		if failedGroups[group] && group != "" {
 			fail(rec.MessageId, ErrSkipped)
 			continue

@@ -18,16 +18,25 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// record is a Lambda record of an Outflow message with key, in group
-// (none: a standard queue).
+// record is a Lambda record of an Outflow message with key, in group on
+// a FIFO queue (none: a standard queue).
 func record(key, group string) events.SQSMessage {
 	one := "1"
 	k := key
-	rec := events.SQSMessage{MessageId: "id-" + key, Body: "p", MessageAttributes: map[string]events.SQSMessageAttribute{
-		delivery.AttrKey: {StringValue: &k, DataType: "String"}, delivery.AttrAttempt: {StringValue: &one, DataType: "Number"}}}
+	rec := events.SQSMessage{MessageId: "id-" + key, Body: "p", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:q",
+		MessageAttributes: map[string]events.SQSMessageAttribute{
+			delivery.AttrKey: {StringValue: &k, DataType: "String"}, delivery.AttrAttempt: {StringValue: &one, DataType: "Number"}}}
 	if group != "" {
 		rec.Attributes = map[string]string{"MessageGroupId": group}
+		rec.EventSourceARN += ".fifo"
 	}
+	return rec
+}
+
+// fair is rec as it arrives from a fair queue: a standard queue whose
+// messages carry a group id, which holds no order.
+func fair(rec events.SQSMessage) events.SQSMessage {
+	rec.EventSourceARN = "arn:aws:sqs:us-east-1:123456789012:fair"
 	return rec
 }
 
@@ -58,10 +67,14 @@ func TestHandler_ReportsFailuresWithoutBreakingAGroupsOrder(t *testing.T) {
 			map[string]error{"a1": consume.ErrDuplicate},
 			[]string{"a1", "a2"}, []string{}},
 		{"FIFO: a message that is not Outflow's fails its group",
-			[]events.SQSMessage{{MessageId: "junk", Body: "x", Attributes: map[string]string{"MessageGroupId": "a"}}, record("a2", "a"), record("b1", "b")},
+			[]events.SQSMessage{{MessageId: "junk", Body: "x", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:q.fifo", Attributes: map[string]string{"MessageGroupId": "a"}}, record("a2", "a"), record("b1", "b")},
 			nil, []string{"b1"}, []string{"junk", "id-a2"}},
 		{"standard: each message stands alone",
 			[]events.SQSMessage{record("k1", ""), record("k2", ""), record("k3", "")},
+			map[string]error{"k1": errBoom},
+			[]string{"k1", "k2", "k3"}, []string{"id-k1"}},
+		{"a fair queue (standard, with group ids): each message stands alone",
+			[]events.SQSMessage{fair(record("k1", "g")), fair(record("k2", "g")), fair(record("k3", "g"))},
 			map[string]error{"k1": errBoom},
 			[]string{"k1", "k2", "k3"}, []string{"id-k1"}},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,8 +136,10 @@ func (p *Poller) batch(ctx context.Context, msgs []types.Message) {
 	index := map[string]int{}
 	for i, m := range msgs {
 		g, ok := m.Attributes[groupAttribute]
-		if !ok {
-			g = "\x00" + strconv.Itoa(i) // a standard queue's message is its own group
+		if !ok || !strings.HasSuffix(p.QueueURL, ".fifo") {
+			// A standard queue's message is its own group, a fair
+			// queue's too: its group id holds no order.
+			g = "\x00" + strconv.Itoa(i)
 		}
 		if j, seen := index[g]; seen {
 			groups[j] = append(groups[j], m)

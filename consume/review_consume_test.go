@@ -214,7 +214,7 @@ func TestReview_IdempotencyExpiryArithmetic(t *testing.T) {
 // like another on a standard queue.
 func TestReview_HandlerFIFOGroupFailureRules(t *testing.T) {
 	t.Parallel()
-	bad := events.SQSMessage{MessageId: "id-bad", Body: "not outflow", Attributes: map[string]string{"MessageGroupId": "a"}}
+	bad := events.SQSMessage{MessageId: "id-bad", Body: "not outflow", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:q.fifo", Attributes: map[string]string{"MessageGroupId": "a"}}
 	recs := []events.SQSMessage{bad, record("b1", "b"), record("a2", "a"), record("b2", "b"), record("a3", "a"), record("s1", ""), record("s2", "")}
 	var applied []string
 	h := consume.Handler{Apply: func(_ context.Context, m consume.Message) error {
