@@ -14,7 +14,12 @@ business data, so the message is sent if and only if your write commits::
 Every row is checked against what its route's target accepts, with the
 same rules, and the same error kinds, as the Go package
 github.com/outflowhq/outflow.
+
+The consumer's half (decode, Inbox, Idempotency, a Lambda Handler) is
+``outflow.consume``, as Go's github.com/outflowhq/outflow/consume.
 """
+
+from . import consume
 
 from .errors import (
     ConfigError,
@@ -49,6 +54,7 @@ __all__ = [
     "StagingError",
     "TransactError",
     "TransactWriteItem",
+    "consume",
     "current_trace_parent",
     "decode_published",
     "load_published",
