@@ -58,7 +58,7 @@ chromium: ## Check that Chromium is installed (the console's browser tests need 
 		echo "Install it once, as root: apt-get update && apt-get install -y chromium   (.ci/run does this)"; exit 1; }
 
 .PHONY: test
-test: venv tools chromium python-test ## Run every test: unit tests, integration tests against a moto server the tests start, the console in headless Chromium, the Python package's; ends with the ten slowest tests and packages.
+test: venv tools chromium python-test typescript-test ## Run every test: unit tests, integration tests against a moto server the tests start, the console in headless Chromium, the Python and TypeScript packages'; ends with the ten slowest tests and packages.
 	$(GO) build -o $(BIN)/slowest ./cmd/slowest
 	set -o pipefail; $(GO) test -json -count=1 -race -timeout 30m ./... | $(BIN)/slowest
 
@@ -72,7 +72,15 @@ $(PYVENV)/.installed: python/pyproject.toml python/requirements-test.txt
 .PHONY: python-test
 python-test: $(VENV)/.moto $(PYVENV)/.installed ## The Python package (python/): mypy --strict, and its tests against the shared conformance vectors and the patched moto server.
 	cd python && .venv/bin/mypy --strict src tests
-	$(PYVENV)/bin/python -m pytest -q python/tests
+	OUTFLOW_REQUIRE_MOTO=1 $(PYVENV)/bin/python -m pytest -q python/tests
+
+typescript/node_modules/.installed: typescript/package.json typescript/package-lock.json
+	cd typescript && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+.PHONY: typescript-test
+typescript-test: $(VENV)/.moto typescript/node_modules/.installed ## The TypeScript package (typescript/): tsc --strict, and its tests against the shared conformance vectors and the patched moto server.
+	cd typescript && npx tsc -p . --noEmit --strict && OUTFLOW_REQUIRE_MOTO=1 npm test --silent
 
 .PHONY: screenshot
 screenshot: $(VENV)/.moto chromium ## Retake docs/console.png, the console screenshot the README shows (a test fails until it is retaken after the pages change).

@@ -1,0 +1,239 @@
+/** The dispatcher's published configuration (docs/published-config.md) and the producer's Config. */
+
+import {
+  GetItemCommand,
+  type GetItemCommandOutput,
+  type PutItemCommand,
+  type PutItemCommandOutput,
+  type TransactWriteItemsCommand,
+  type TransactWriteItemsCommandOutput,
+} from "@aws-sdk/client-dynamodb";
+import { ConfigError } from "./errors.js";
+import { CONFIG_KEY, PK } from "./item.js";
+import { parseRoutes } from "./target.js";
+
+const CONFIG_FORMAT = 1;
+
+/**
+ * The part of a DynamoDB client the producer calls: `new DynamoDBClient()`
+ * of @aws-sdk/client-dynamodb is one, and so is a wrapper of your own.
+ */
+export interface DynamoDBClientLike {
+  send(command: GetItemCommand): Promise<GetItemCommandOutput>;
+  send(command: PutItemCommand): Promise<PutItemCommandOutput>;
+  send(command: TransactWriteItemsCommand): Promise<TransactWriteItemsCommandOutput>;
+}
+
+/**
+ * Where and how rows are staged.
+ *
+ * `shards` must equal the dispatcher's OUTFLOW_SHARDS (0 or absent: 4) and
+ * `maxMessageBytes` its OUTFLOW_MAX_MESSAGE_BYTES (0 or absent: 262144).
+ * `ordered` lists the ordered routes; absent (or null) reads them from the
+ * published configuration when a row of a FIFO route is first staged (and
+ * once a minute after), an empty list says none. `routes` is the
+ * dispatcher's OUTFLOW_ROUTES (its string, or a record of route name to
+ * target): given, each row is checked against its route's target and a
+ * route not in it is refused; without, every row is checked against SQS's
+ * rules.
+ */
+export interface Config {
+  table?: string;
+  shards?: number;
+  maxMessageBytes?: number;
+  ordered?: readonly string[] | null;
+  routes?: string | Readonly<Record<string, string>> | null;
+}
+
+/** Whether routes are given: "" (blank) and an empty record are not. */
+export function routesGiven(routes: Config["routes"]): routes is string | Readonly<Record<string, string>> {
+  if (routes === undefined || routes === null) return false;
+  return typeof routes === "string" ? routes.trim() !== "" : Object.keys(routes).length > 0;
+}
+
+function sortedUnique(xs: Iterable<string>): string[] {
+  return [...new Set(xs)].sort();
+}
+
+/** The configuration the dispatcher runs with, as its functions publish it in the outbox table. */
+export class Published {
+  readonly table: string;
+  readonly routes: Readonly<Record<string, string>>;
+  /** Each ordered route and what a dead-lettered head does to its group. */
+  readonly ordered: Readonly<Record<string, string>>;
+  readonly shards: number;
+  readonly maxMessageBytes: number;
+  readonly revision: number;
+  readonly publishedAt: Date;
+  readonly publishedBy: string;
+  /** The dispatcher's unsure wait in milliseconds, when it publishes one. */
+  readonly unsureWaitMs: number | undefined;
+
+  constructor(fields: {
+    table: string;
+    routes: Record<string, string>;
+    ordered: Record<string, string>;
+    shards: number;
+    maxMessageBytes: number;
+    revision: number;
+    publishedAt: Date;
+    publishedBy?: string;
+    unsureWaitMs?: number | undefined;
+  }) {
+    this.table = fields.table;
+    this.routes = fields.routes;
+    this.ordered = fields.ordered;
+    this.shards = fields.shards;
+    this.maxMessageBytes = fields.maxMessageBytes;
+    this.revision = fields.revision;
+    this.publishedAt = fields.publishedAt;
+    this.publishedBy = fields.publishedBy ?? "";
+    this.unsureWaitMs = fields.unsureWaitMs;
+  }
+
+  /**
+   * config with what this publishes filled in where it leaves a field unset;
+   * a field config sets must agree, or ConfigError (published_mismatch) names
+   * each difference.
+   */
+  apply(config: Config = {}): Config {
+    const cfg: Config = { ...config };
+    const diffs: string[] = [];
+    if (!cfg.table) cfg.table = this.table;
+    else if (this.table && cfg.table !== this.table) diffs.push(`table: published in ${this.table}, Config has ${cfg.table}`);
+    if (!cfg.shards) cfg.shards = this.shards;
+    else if (cfg.shards !== this.shards) diffs.push(`shards: published ${this.shards}, Config has ${cfg.shards}`);
+    if (!cfg.maxMessageBytes) cfg.maxMessageBytes = this.maxMessageBytes;
+    else if (cfg.maxMessageBytes !== this.maxMessageBytes) {
+      diffs.push(`maxMessageBytes: published ${this.maxMessageBytes}, Config has ${cfg.maxMessageBytes}`);
+    }
+    if (!routesGiven(cfg.routes)) {
+      cfg.routes = { ...this.routes };
+    } else {
+      const mine = routeStrings(cfg.routes);
+      for (const name of sortedUnique([...Object.keys(mine), ...Object.keys(this.routes)])) {
+        const a = Object.hasOwn(this.routes, name) ? this.routes[name] : undefined;
+        const b = Object.hasOwn(mine, name) ? mine[name] : undefined;
+        if (b === undefined) diffs.push(`route ${JSON.stringify(name)}: published (${a}), missing here`);
+        else if (a === undefined) diffs.push(`route ${JSON.stringify(name)}: not published, given here (${b})`);
+        else if (a !== b) diffs.push(`route ${JSON.stringify(name)}: published ${a}, here ${b}`);
+      }
+    }
+    const publishedOrdered = Object.keys(this.ordered).sort();
+    if (cfg.ordered === undefined || cfg.ordered === null) {
+      cfg.ordered = publishedOrdered;
+    } else {
+      const mine = sortedUnique(cfg.ordered);
+      if (mine.join(",") !== publishedOrdered.join(",") || mine.length !== publishedOrdered.length) {
+        diffs.push(`ordered: published ${publishedOrdered.join(",") || "none"}, Config has ${mine.join(",") || "none"}`);
+      }
+    }
+    if (diffs.length > 0) {
+      throw new ConfigError(
+        "published_mismatch",
+        `table ${cfg.table}: differs from the dispatcher's published configuration: ` + diffs.join("; "),
+      );
+    }
+    return cfg;
+  }
+}
+
+function routeStrings(routes: string | Readonly<Record<string, string>>): Record<string, string> {
+  parseRoutes(routes); // refuses what the producer would
+  if (typeof routes !== "string") return { ...routes };
+  const out: Record<string, string> = {};
+  for (const part of routes.split(",")) {
+    const p = part.trim();
+    if (!p) continue;
+    const i = p.indexOf("=");
+    out[(i < 0 ? p : p.slice(0, i)).trim()] = i < 0 ? "" : p.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/**
+ * Reads the dispatcher's published configuration from table with one
+ * strongly consistent GetItem. None published throws ConfigError
+ * (not_published); an item this reader cannot read, ConfigError (malformed).
+ */
+export async function loadPublished(client: DynamoDBClientLike, table: string): Promise<Published> {
+  const out = await client.send(new GetItemCommand({ TableName: table, Key: { [PK]: { S: CONFIG_KEY } }, ConsistentRead: true }));
+  const item = out.Item;
+  if (item === undefined || Object.keys(item).length === 0) {
+    throw new ConfigError(
+      "not_published",
+      `table ${table}: no dispatcher configuration published (the sweep and wake functions publish it at their first invocation)`,
+    );
+  }
+  return decodePublished(table, item);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null;
+}
+
+const WHOLE = /^[+-]?[0-9]+$/;
+
+/** The published configuration from its item. */
+export function decodePublished(table: string, item: Readonly<Record<string, unknown>>): Published {
+  const problems: string[] = [];
+  const num = (name: string): number => {
+    const v = item[name];
+    if (!isRecord(v) || typeof v["N"] !== "string") {
+      problems.push(`${name}: want a number`);
+      return 0;
+    }
+    if (!WHOLE.test(v["N"])) {
+      problems.push(`${name}: want a whole number, got ${v["N"]}`);
+      return 0;
+    }
+    return Number(v["N"]);
+  };
+  const strMap = (name: string): Record<string, string> => {
+    const v = item[name];
+    if (!isRecord(v) || !isRecord(v["M"])) {
+      problems.push(`${name}: want a map of strings`);
+      return {};
+    }
+    const out: Record<string, string> = {};
+    for (const [k, e] of Object.entries(v["M"])) {
+      if (!isRecord(e) || typeof e["S"] !== "string") {
+        problems.push(`${name}.${k}: want a string`);
+        continue;
+      }
+      out[k] = e["S"];
+    }
+    return out;
+  };
+  const malformed = (why: string) => new ConfigError("malformed", `table ${table}: item ${JSON.stringify(CONFIG_KEY)}: ${why}`);
+
+  const format = num("format");
+  if (problems.length === 0 && format !== CONFIG_FORMAT) {
+    throw malformed(`format ${format}: this outflow reads format ${CONFIG_FORMAT}; upgrade it`);
+  }
+  const routes = strMap("routes");
+  const ordered = strMap("ordered");
+  const shards = num("shards");
+  const maxMessageBytes = num("max_message_bytes");
+  const revision = num("revision");
+  const publishedAt = num("published_at");
+  const by = item["published_by"];
+  const wait = item["unsure_wait_ms"];
+  let unsureWaitMs: number | undefined;
+  if (isRecord(wait) && typeof wait["N"] === "string" && WHOLE.test(wait["N"])) {
+    const ms = Number(wait["N"]);
+    if (ms > 0) unsureWaitMs = ms;
+  }
+  if (problems.length > 0) throw malformed(problems.join("; "));
+  return new Published({
+    table,
+    routes,
+    ordered,
+    shards,
+    maxMessageBytes,
+    revision,
+    publishedAt: new Date(publishedAt),
+    publishedBy: isRecord(by) && typeof by["S"] === "string" ? by["S"] : "",
+    unsureWaitMs,
+  });
+}

@@ -1,0 +1,278 @@
+/**
+ * The live conformance scenarios (conformance/producer/live.json) against
+ * the project's patched moto server, as the Go and Python suites run them;
+ * and a chain begun by the items the Go producer writes, continued from
+ * TypeScript.
+ */
+
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, test } from "node:test";
+import {
+  CreateTableCommand,
+  DeleteTableCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  TransactWriteItemsCommand,
+  waitUntilTableExists,
+} from "@aws-sdk/client-dynamodb";
+import { ConfigError, OutflowError, Producer, PutError, TransactError, type Kind, type TransactWriteItem } from "../src/index.js";
+import { startMoto, type Moto } from "./moto.js";
+import * as vectors from "./vectors.js";
+import type { Json } from "./vectors.js";
+
+const LIVE = vectors.load("live.json");
+
+let moto: Moto | null = null;
+let client: DynamoDBClient | null = null;
+let skip: string | false = false;
+
+before(async () => {
+  moto = await startMoto();
+  if (moto === null) {
+    skip = "moto is not installed: run `make venv-moto` in Outflow's repository, or set OUTFLOW_MOTO_PYTHON";
+    return;
+  }
+  client = new DynamoDBClient({
+    endpoint: moto.url,
+    region: "us-east-1",
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+    maxAttempts: 5,
+  });
+});
+
+after(async () => {
+  client?.destroy();
+  await moto?.stop();
+});
+
+/** The tests need moto unless they are told to skip without it: OUTFLOW_REQUIRE_MOTO=1 makes its absence a failure. */
+function live(name: string, run: (db: DynamoDBClient, table: string, url: string) => Promise<void>): void {
+  test(name, async (t) => {
+    if (skip) {
+      if (process.env["OUTFLOW_REQUIRE_MOTO"]) assert.fail(skip);
+      t.skip(skip);
+      return;
+    }
+    assert.ok(client !== null && moto !== null);
+    const table = "outflow-ts-" + randomBytes(6).toString("hex");
+    await createTable(client, table);
+    try {
+      await run(client, table, moto.url);
+    } finally {
+      await client.send(new DeleteTableCommand({ TableName: table }));
+    }
+  });
+}
+
+/** An outbox table as Go's dynamo.Table.CreateTableInput makes it. */
+async function createTable(db: DynamoDBClient, name: string): Promise<void> {
+  await db.send(
+    new CreateTableCommand({
+      TableName: name,
+      BillingMode: "PAY_PER_REQUEST",
+      KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+      AttributeDefinitions: [
+        { AttributeName: "dead_queue", AttributeType: "S" },
+        { AttributeName: "due_at", AttributeType: "N" },
+        { AttributeName: "failed_at", AttributeType: "N" },
+        { AttributeName: "pk", AttributeType: "S" },
+        { AttributeName: "shard", AttributeType: "S" },
+      ],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: "due",
+          KeySchema: [
+            { AttributeName: "shard", KeyType: "HASH" },
+            { AttributeName: "due_at", KeyType: "RANGE" },
+          ],
+          Projection: { ProjectionType: "INCLUDE", NonKeyAttributes: ["created_at", "queue", "prev", "seq"] },
+        },
+        {
+          IndexName: "dead",
+          KeySchema: [
+            { AttributeName: "dead_queue", KeyType: "HASH" },
+            { AttributeName: "failed_at", KeyType: "RANGE" },
+          ],
+          Projection: { ProjectionType: "INCLUDE", NonKeyAttributes: ["attempt", "last_error"] },
+        },
+      ],
+      StreamSpecification: { StreamEnabled: true, StreamViewType: "NEW_IMAGE" },
+    }),
+  );
+  await waitUntilTableExists({ client: db, maxWaitTime: 60, minDelay: 1, maxDelay: 1 }, { TableName: name });
+}
+
+test("the live scenarios are all there", () => {
+  assert.ok(LIVE.length >= 6, `live.json: ${LIVE.length}`);
+  const ops = new Set(LIVE.flatMap((v) => (v.steps as Json[]).map((s) => s.op as string)));
+  for (const op of ["put", "transact", "prepare", "send", "arm_conflict"]) assert.ok(ops.has(op), `live.json has a ${op} step`);
+});
+
+function sub(v: Json, table: string): Json {
+  return JSON.parse(JSON.stringify(v).replaceAll("${table}", table));
+}
+
+async function armConflict(url: string, table: string, key: string): Promise<void> {
+  const query = new URLSearchParams({ table, key });
+  const resp = await fetch(`${url}/outflow-faults/transaction-conflict?${query}`, { method: "POST", signal: AbortSignal.timeout(10_000) });
+  await resp.arrayBuffer();
+  assert.equal(resp.status, 200);
+}
+
+function checkTx(step: Json, error: unknown): void {
+  if (step.kind === null) {
+    assert.equal(error, undefined, String(error));
+    return;
+  }
+  assert.ok(error instanceof OutflowError && error.kind === step.kind, String(error));
+  assert.ok(error instanceof TransactError);
+  assert.deepStrictEqual(
+    error.items.map((i) => ({ index: i.index, reason: i.reason })),
+    step.items,
+    error.message,
+  );
+  if ("retryable" in step) assert.equal(error.retryable, step.retryable);
+}
+
+async function getItem(db: DynamoDBClient, table: string, key: string): Promise<Json> {
+  const out = await db.send(new GetItemCommand({ TableName: table, Key: { pk: { S: key } }, ConsistentRead: true }));
+  return out.Item;
+}
+
+async function checkTable(db: DynamoDBClient, table: string, expect: Json[], absent: string[]): Promise<void> {
+  for (const want of expect) {
+    const key = want.pk.S as string;
+    const item = await getItem(db, table, key);
+    assert.ok(item, `${key} is staged`);
+    const got = vectors.fromSdk(item);
+    if ("stage_id" in want) vectors.checkVolatile(got, want);
+    assert.deepStrictEqual(got, want, key);
+  }
+  for (const key of absent) assert.equal(await getItem(db, table, key), undefined, `${key} is not staged`);
+}
+
+for (const v of LIVE) {
+  live(`live: ${v.name}`, async (db, table, url) => {
+    const producer = new Producer(db, vectors.config({ ...v.config, table }), { traceParent: () => "" });
+    const prepared = new Map<string, TransactWriteItem[]>();
+    for (const step of v.steps as Json[]) {
+      const rows = ((step.rows ?? []) as Json[]).map(vectors.row);
+      switch (step.op) {
+        case "put": {
+          let errors: (OutflowError | null)[] = rows.map(() => null);
+          try {
+            await producer.put(...rows);
+          } catch (e) {
+            assert.ok(e instanceof PutError, String(e));
+            errors = e.errors;
+          }
+          assert.deepStrictEqual(
+            errors.map((e) => (e === null ? null : e.kind)),
+            step.kinds,
+            errors.map(String).join("; "),
+          );
+          break;
+        }
+        case "transact": {
+          const own = ((step.own ?? []) as Json[]).map((o) => vectors.toSdk(sub(o, table)) as TransactWriteItem);
+          let error: unknown = undefined;
+          try {
+            await producer.transact(rows, own);
+          } catch (e) {
+            error = e;
+          }
+          checkTx(step, error);
+          break;
+        }
+        case "prepare":
+          prepared.set(step.name as string, await producer.transactItems(rows));
+          break;
+        case "send": {
+          const items = prepared.get(step.name as string);
+          assert.ok(items !== undefined, `${step.name} was prepared`);
+          let error: unknown = undefined;
+          try {
+            await db.send(new TransactWriteItemsCommand({ TransactItems: items }));
+          } catch (e) {
+            error = await producer.classify(e, items);
+          }
+          checkTx(step, error);
+          break;
+        }
+        case "arm_conflict":
+          await armConflict(url, table, step.key as string);
+          break;
+        default:
+          assert.fail(`unknown op ${String(step.op)}`);
+      }
+    }
+    await checkTable(db, table, v.expect_table as Json[], (v.absent ?? []) as string[]);
+  });
+}
+
+function vector(vs: Json[], name: string): Json {
+  const found = vs.filter((v) => v.name === name);
+  assert.equal(found.length, 1, name);
+  return found[0];
+}
+
+live("a chain the Go producer began continues from TypeScript", async (db, table) => {
+  // Interop: the first place of group order-42 is written with exactly the
+  // items the Go producer gives for it (rows.json, which conformance_test.go
+  // checks against Go), then TypeScript stages the next two rows one by one.
+  const go = vector(vectors.load("rows.json"), "ordered route, empty group: place 1, no prev, the group item created");
+  const put = go.items[0].Put;
+  const update = go.items[1].Update;
+  const updateSent = {
+    TableName: table,
+    Key: update.Key,
+    ConditionExpression: "attribute_not_exists (#pk)",
+    UpdateExpression: "SET #tail = :tail, #seq = :seq",
+    ExpressionAttributeNames: { "#pk": "pk", "#tail": "tail", "#seq": "seq" },
+    ExpressionAttributeValues: { ":tail": { S: "o-1" }, ":seq": { N: "1" } },
+    ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+  };
+  // The vector's expressions are resolved; sent with placeholders, they must resolve to the vector's again.
+  assert.deepStrictEqual(vectors.shape({ Update: updateSent }).Update, { ...vectors.expectedShape(go.items[1]).Update, TableName: table });
+  await db.send(new TransactWriteItemsCommand({ TransactItems: vectors.toSdk([{ Put: { ...put, TableName: table } }, { Update: updateSent }]) }));
+
+  const producer = new Producer(db, { table, ordered: ["orders.fifo"] }, { traceParent: () => "" });
+  const row2 = { key: "o-2", queue: "orders.fifo", group: "order-42", payload: "lines added", attributes: { type: "order.lines" } };
+  assert.deepStrictEqual(await producer.put(row2), ["o-2"]);
+  assert.deepStrictEqual(await producer.put({ key: "o-3", queue: "orders.fifo", group: "order-42", payload: "paid" }), ["o-3"]);
+
+  const expect = vector(LIVE, "three rows of one ordered group, staged one by one").expect_table as Json[];
+  const first = vectors.fromSdk(await getItem(db, table, "o-1"));
+  assert.deepStrictEqual(first, put.Item, "Go's place 1, as Go writes it");
+  vectors.checkVolatile(first, expect[0]);
+  assert.deepStrictEqual(first, expect[0], "and as the live vector says");
+  await checkTable(db, table, expect.slice(1), []);
+});
+
+live("put refuses invalid rows before sending", async (db, table) => {
+  const producer = new Producer(db, { table, ordered: [] });
+  await assert.rejects(
+    producer.put({ queue: "orders", payload: "" }, { key: "ok-1", queue: "orders", payload: "x" }),
+    (e: unknown) => {
+      assert.ok(e instanceof PutError);
+      assert.equal(e.kind, "empty_payload");
+      assert.deepStrictEqual(e.errors.map((x) => x?.kind ?? null), ["empty_payload", null] satisfies (Kind | null)[]);
+      assert.equal(e.keys[1], "ok-1");
+      return true;
+    },
+  );
+  assert.ok(await getItem(db, table, "ok-1"), "the valid row is staged");
+});
+
+live("fromPublished reads the dispatcher's configuration", async (db, table) => {
+  await assert.rejects(Producer.fromPublished(db, table), (e: unknown) => e instanceof ConfigError && e.kind === "not_published");
+  const item = vector(vectors.load("published.json"), "a published configuration fills an empty Config").item;
+  await db.send(new PutItemCommand({ TableName: table, Item: vectors.toSdk(item) }));
+  const producer = await Producer.fromPublished(db, table, {}, { traceParent: () => "" });
+  assert.deepStrictEqual(await producer.put({ key: "f-1", queue: "orders.fifo", group: "g", payload: "x" }), ["f-1"]);
+  const got = await getItem(db, table, "f-1");
+  assert.deepStrictEqual(got.seq, { N: "1" }, "a published ordered route's row takes its place");
+  await assert.rejects(producer.put({ key: "f-2", queue: "audit", payload: "x" }), (e: unknown) => e instanceof PutError && e.kind === "no_route");
+});
