@@ -64,7 +64,7 @@ func TestLocal_PrintsTheExportsYourOwnProcessNeeds(t *testing.T) {
 	for i, l := range exports {
 		names[i], _, _ = strings.Cut(strings.TrimPrefix(l, "export "), "=")
 	}
-	require.Equal(t, []string{"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+	require.Equal(t, []string{"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
 		"OUTFLOW_TABLE", "OUTFLOW_ROUTES", "OUTFLOW_ORDERED", "OUTFLOW_SHARDS"}, names)
 
 	// A shell with the pasted lines and nothing else of AWS runs a

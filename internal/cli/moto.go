@@ -80,7 +80,8 @@ func (a *app) runMoto(ctx context.Context, port string, queues, topics []string)
 		return err
 	}
 	fmt.Fprintln(w, "\nin your shell (and for `outflow local --endpoint`, your producer and your consumer):")
-	fmt.Fprintf(w, "export AWS_ENDPOINT_URL=%s AWS_REGION=%s AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n", m.URL, a.region)
+	// boto3 reads AWS_DEFAULT_REGION, not AWS_REGION.
+	fmt.Fprintf(w, "export AWS_ENDPOINT_URL=%s AWS_REGION=%s AWS_DEFAULT_REGION=%s AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n", m.URL, a.region, a.region)
 	fmt.Fprintln(w, "\nrunning until Ctrl-C; everything in it is lost when it stops")
 	<-ctx.Done()
 	return nil

@@ -37,7 +37,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-var exportLine = regexp.MustCompile(`export AWS_ENDPOINT_URL=(http://127\.0\.0\.1:\d+) AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n`)
+var exportLine = regexp.MustCompile(`export AWS_ENDPOINT_URL=(http://127\.0\.0\.1:\d+) AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n`)
 
 // TestMoto_ServesTheQueuesItNamesUntilCancelled: outflow moto starts the
 // server, creates each queue named (FIFO for a .fifo name), prints the

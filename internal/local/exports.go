@@ -14,14 +14,19 @@ var exported = []string{
 
 // Exports are the shell lines, `export NAME=value`, that give a process of
 // your own (a producer, the outflow CLI) what the sweep function runs
-// with: the endpoint, the region and the test credentials the moto server
+// with: the endpoint, the region (for the SDKs that read either variable)
+// and the test credentials the moto server
 // takes, and the table, routes, ordered routes and shards. Without them an
 // SDK off AWS looks for credentials in EC2's metadata and fails.
 func (r *Runner) Exports() []string {
 	env := r.Stack.Env["SweepFunction"]
-	lines := make([]string, len(exported))
-	for i, name := range exported {
-		lines[i] = "export " + name + "=" + shellQuote(env[name])
+	lines := make([]string, 0, len(exported)+1)
+	for _, name := range exported {
+		lines = append(lines, "export "+name+"="+shellQuote(env[name]))
+		if name == "AWS_REGION" {
+			// boto3 reads AWS_DEFAULT_REGION, not AWS_REGION.
+			lines = append(lines, "export AWS_DEFAULT_REGION="+shellQuote(env[name]))
+		}
 	}
 	return lines
 }
