@@ -89,26 +89,24 @@ func readConsumerFile(t *testing.T, name, member string) []json.RawMessage {
 	return out
 }
 
-func decodeVectors(t *testing.T) []decodeVector {
+// readVectors decodes each entry of member in a consumer vector file as a T.
+func readVectors[T any](t *testing.T, name, member string) []T {
 	t.Helper()
-	var out []decodeVector
-	for _, raw := range readConsumerFile(t, "decode.json", "vectors") {
-		var v decodeVector
+	var out []T
+	for _, raw := range readConsumerFile(t, name, member) {
+		var v T
 		require.NoError(t, json.Unmarshal(raw, &v))
 		out = append(out, v)
 	}
 	return out
 }
 
+func decodeVectors(t *testing.T) []decodeVector {
+	return readVectors[decodeVector](t, "decode.json", "vectors")
+}
+
 func inboxScenarios(t *testing.T) []inboxScenario {
-	t.Helper()
-	var out []inboxScenario
-	for _, raw := range readConsumerFile(t, "inbox.json", "scenarios") {
-		var s inboxScenario
-		require.NoError(t, json.Unmarshal(raw, &s))
-		out = append(out, s)
-	}
-	return out
+	return readVectors[inboxScenario](t, "inbox.json", "scenarios")
 }
 
 func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
@@ -345,18 +343,8 @@ type handlerBatch struct {
 	Calls      []string            `json:"calls"`
 }
 
-// goHandlerDivergences are the handler vectors Go's Handler is known to
-// fail: bugs in Go, reported, not fixed here. Each must still fail, so
-// that fixing Go makes this test ask for its entry to be removed.
-var goHandlerDivergences = map[string]string{}
-
 func TestConformance_Handler(t *testing.T) {
-	var batches []handlerBatch
-	for _, raw := range readConsumerFile(t, "handler.json", "batches") {
-		var b handlerBatch
-		require.NoError(t, json.Unmarshal(raw, &b))
-		batches = append(batches, b)
-	}
+	batches := readVectors[handlerBatch](t, "handler.json", "batches")
 	require.GreaterOrEqual(t, len(batches), 11)
 	for _, b := range batches {
 		t.Run(b.Name, func(t *testing.T) {
@@ -396,11 +384,6 @@ func TestConformance_Handler(t *testing.T) {
 				if len(v) == 0 {
 					want[k] = nil
 				}
-			}
-			if why, known := goHandlerDivergences[b.Name]; known {
-				require.NotEqual(t, want, got, "Go now passes %s: remove it from goHandlerDivergences", b.Name)
-				t.Logf("known Go bug, vector not met: %s (got %v, want %v)", why, got, want)
-				return
 			}
 			require.Equal(t, want, got)
 		})
