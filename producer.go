@@ -47,6 +47,16 @@ type Config struct {
 	// a route not in it is refused with ErrNoRoute. Empty, every row is
 	// checked against SQS's rules.
 	Routes string
+	// Lean stages unordered rows due at once with no due-index keys: the
+	// dispatcher's stream wake delivers them, its backstop finds the ones
+	// the stream missed, and each costs one write unit less to stage and
+	// one less to settle. Set it only for a dispatcher that runs lean
+	// (OUTFLOW_LEAN, published: Published.Apply sets it), since no other
+	// looks for such rows. Rows of ordered routes and rows with a
+	// NotBefore are staged in the due index whatever it says: the sweep
+	// is what sends a delayed row when it falls due, and a group's later
+	// rows when their head settles.
+	Lean bool
 }
 
 // Producer stages rows into one outbox table. It is safe for concurrent use.
@@ -57,6 +67,7 @@ type Producer struct {
 	ordered  *orderedRoutes
 	// targets is Config.Routes read; nil when none were given.
 	targets map[string]target.Target
+	lean    bool
 	now     func() time.Time
 }
 
@@ -97,7 +108,7 @@ func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 	if err := checkOrderedRouted(cfg.Ordered, targets); err != nil {
 		return nil, err
 	}
-	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, targets: targets, now: time.Now}, nil
+	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, targets: targets, lean: cfg.Lean, now: time.Now}, nil
 }
 
 // prepare validates a row and fills in its key, and with trace an empty
@@ -138,7 +149,8 @@ func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (row outbox.R
 		r.Key = ulid.MustNew(ulid.Timestamp(p.now()), rand.Reader).String()
 	}
 	attrs, _ := r.attributes() // validate checked them
-	return outbox.Row{Key: r.Key, Queue: r.Queue, Payload: r.Payload, Attributes: maps.Clone(attrs), Group: r.Group, NotBefore: r.NotBefore}, ordered, nil
+	return outbox.Row{Key: r.Key, Queue: r.Queue, Payload: r.Payload, Attributes: maps.Clone(attrs), Group: r.Group, NotBefore: r.NotBefore,
+		Unindexed: p.lean && !ordered && r.NotBefore.IsZero()}, ordered, nil
 }
 
 // TransactItem validates row and returns the conditional put that stages

@@ -32,6 +32,9 @@ type Published struct {
 	Shards int
 	// MaxMessageBytes is the dispatcher's OUTFLOW_MAX_MESSAGE_BYTES.
 	MaxMessageBytes int
+	// Lean is the dispatcher's OUTFLOW_LEAN: unordered rows due at once
+	// are staged outside the due index (Config.Lean).
+	Lean bool
 	// Revision counts the item's writes, from 1; PublishedAt and
 	// PublishedBy say when and by which function the last one was.
 	Revision    int64
@@ -62,13 +65,15 @@ func LoadPublished(ctx context.Context, client DynamoDB, table string) (Publishe
 	if err != nil {
 		return Published{}, err
 	}
-	return Published{Table: table, Routes: p.Routes, Ordered: p.Ordered, Shards: p.Shards, MaxMessageBytes: p.MaxMessageBytes,
+	return Published{Table: table, Routes: p.Routes, Ordered: p.Ordered, Shards: p.Shards, MaxMessageBytes: p.MaxMessageBytes, Lean: p.Lean,
 		Revision: p.Revision, PublishedAt: p.PublishedAt, PublishedBy: p.PublishedBy}, nil
 }
 
 // Apply returns cfg with what p publishes filled in: Table, Shards,
-// MaxMessageBytes, Routes and Ordered, where cfg leaves them zero (a nil
-// Ordered; an empty non-nil one says "none", and is checked). A field
+// MaxMessageBytes, Routes, Ordered and Lean, where cfg leaves them zero (a nil
+// Ordered; an empty non-nil one says "none", and is checked; a Lean
+// the dispatcher does not run is a mismatch, since no backstop would
+// find the rows its stream missed). A field
 // cfg sets must agree with p, or Apply fails with an error wrapping
 // ErrPublishedMismatch that names each difference: a producer whose
 // settings differ from the dispatcher's would stage rows it cannot
@@ -103,6 +108,12 @@ func (p Published) Apply(cfg Config) (Config, error) {
 		cfg.Ordered = ordered
 	} else if mine := slices.Compact(slices.Sorted(slices.Values(cfg.Ordered))); !slices.Equal(mine, ordered) {
 		diffs = append(diffs, fmt.Sprintf("Ordered: published %s, Config has %s", orNone(ordered), orNone(mine)))
+	}
+	switch {
+	case !cfg.Lean:
+		cfg.Lean = p.Lean
+	case !p.Lean:
+		diffs = append(diffs, "Lean: the dispatcher does not run lean, Config has Lean")
 	}
 	if len(diffs) > 0 {
 		return cfg, fmt.Errorf("table %s: %w: %s", cfg.Table, ErrPublishedMismatch, strings.Join(diffs, "; "))

@@ -248,6 +248,12 @@ func (s *SynthStore) Release(_ context.Context, row outbox.Row) error {
 	})
 }
 
+// Index implements outbox.Store; every synthetic row is in the due index.
+func (s *SynthStore) Index(_ context.Context, row outbox.Row) error {
+	s.call("Index")
+	return s.conflict("index", row.Key)
+}
+
 // Expire implements outbox.Store.
 func (s *SynthStore) Expire(_ context.Context, row outbox.Row, _ time.Time, _ int, _ []outbox.AttemptError) error {
 	s.call("Expire")

@@ -39,6 +39,14 @@ type Config struct {
 	// SweepRate is the sweep schedule's period: a sweep stops claiming
 	// before the next one of its partition starts. 0 when not given.
 	SweepRate time.Duration
+	// Lean is OUTFLOW_LEAN: producers stage unordered rows due at once
+	// outside the due index, and the sweep runs the backstop that finds
+	// the ones the stream missed (dynamo.Backstop).
+	Lean bool
+	// BackstopPages is the backstop's Scan pages per scheduled sweep;
+	// BackstopDrain how long it keeps running after lean was last on.
+	BackstopPages int
+	BackstopDrain time.Duration
 }
 
 // Var describes one environment variable: its name, its default ("" when
@@ -96,6 +104,16 @@ var Vars = []Var{
 	{"OUTFLOW_BATCH_LINGER", "2s", "Longest a partial SQS batch waits for more rows while claims are still arriving; it goes at once when none are. At most the lease less 3s: each AWS call gets (lease − linger) / 3, at least 1s.", durVar(func(c *Config) *time.Duration { return &c.Policy.BatchLinger }), "BatchLinger"},
 	{"OUTFLOW_MAX_MESSAGE_BYTES", "262144", "Size limit of one message and one batch, at most 393216: what a DynamoDB item can carry with Outflow's own attributes (SQS accepts up to 1048576).", intVar(func(c *Config) *int { return &c.MaxMessageBytes }), ""},
 	{"OUTFLOW_FUNCTION_TIMEOUT", "0s", "This function's timeout, so init refuses a lease that does not exceed it or a deadline margin that does not fit in it; 0s checks each invocation's deadline only.", durVar(func(c *Config) *time.Duration { return &c.FunctionTimeout }), ""},
+	{"OUTFLOW_LEAN", "false", "Lean staging (`true` or `false`), published for producers: unordered rows due at once are staged outside the due index, the stream wake sends and settles each in one write (2 write units a message against 4), and the scheduled sweep runs the backstop, a budgeted Scan of the table that puts rows the stream never delivered into the due index (docs/architecture.md#lean-rows-and-the-backstop). Needs the wake.", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("not true or false")
+		}
+		c.Lean = b
+		return nil
+	}, ""},
+	{"OUTFLOW_BACKSTOP_PAGES", "4", "Scan pages (up to 1,000 items or 1 MB each) the backstop reads per scheduled sweep, 1 to 100: with the sweep's rate, how long a pass over the table takes, so the longest a row the stream missed waits, and what the backstop costs (docs/cost.md).", intVar(func(c *Config) *int { return &c.BackstopPages }), ""},
+	{"OUTFLOW_BACKSTOP_DRAIN", "168h", "How long the backstop keeps running after lean was last on or it last found a row: producers read the mode when they load the published configuration, so one started before lean was switched off stages lean rows until it restarts.", durVar(func(c *Config) *time.Duration { return &c.BackstopDrain }), ""},
 	{"OUTFLOW_METRICS_NAMESPACE", "Outflow", "CloudWatch namespace of the embedded metrics.", func(c *Config, v string) error {
 		c.MetricsNamespace = v
 		return nil
@@ -177,6 +195,15 @@ func (c Config) validate() error {
 	}
 	if c.SweepRate != 0 && c.SweepRate <= c.Policy.DeadlineMargin {
 		errs = append(errs, fmt.Errorf("OUTFLOW_SWEEP_RATE=%s: must exceed OUTFLOW_DEADLINE_MARGIN=%s, or no sweep could claim a row", c.SweepRate, c.Policy.DeadlineMargin))
+	}
+	if c.BackstopPages < 1 || c.BackstopPages > 100 {
+		errs = append(errs, fmt.Errorf("OUTFLOW_BACKSTOP_PAGES=%d: must be in [1, 100]", c.BackstopPages))
+	}
+	if c.BackstopDrain < 0 {
+		errs = append(errs, fmt.Errorf("OUTFLOW_BACKSTOP_DRAIN=%s: must not be negative", c.BackstopDrain))
+	}
+	if c.Lean && c.Policy.WakeGrace <= 0 {
+		errs = append(errs, fmt.Errorf("OUTFLOW_LEAN=true needs the wake: OUTFLOW_WAKE_GRACE=%s says it is off, and a lean row only the backstop found would wait a whole pass of the table", c.Policy.WakeGrace))
 	}
 	switch {
 	case c.FunctionTimeout < 0:

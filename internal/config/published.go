@@ -18,5 +18,5 @@ func (c Config) Published() dynamo.Published {
 	if routes == nil {
 		routes = map[string]string{}
 	}
-	return dynamo.Published{Routes: routes, Ordered: ordered, Shards: c.Store.Shards, MaxMessageBytes: c.MaxMessageBytes, UnsureWait: c.Policy.UnsureWait()}
+	return dynamo.Published{Routes: routes, Ordered: ordered, Shards: c.Store.Shards, MaxMessageBytes: c.MaxMessageBytes, UnsureWait: c.Policy.UnsureWait(), Lean: c.Lean}
 }

@@ -246,12 +246,7 @@ func (a *Audit) Run(ctx context.Context, now time.Time) (AuditResult, error) {
 
 // workContext bounds the run's scans and moves to its time share of ctx.
 func (a *Audit) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
-	if !ok || a.TimeShare <= 0 || a.TimeShare >= 1 {
-		return context.WithCancel(ctx)
-	}
-	left := time.Until(d)
-	return context.WithTimeout(ctx, time.Duration(float64(left)*a.TimeShare))
+	return auditWork(ctx, a.TimeShare)
 }
 
 // moveAll moves the stray rows among a page's entries, auditMovers at a

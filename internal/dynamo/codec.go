@@ -77,7 +77,12 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 	}
 	switch row.Status {
 	case outbox.StatusPending, outbox.StatusClaimed:
-		it.DueAt, it.Shard = ms(row.DueAt), ShardFor(row, shards)
+		it.DueAt = ms(row.DueAt)
+		if !row.Unindexed {
+			// A lean row stays out of the due index: its stream record is
+			// its path, and the backstop's scan finds it if that fails.
+			it.Shard = ShardFor(row, shards)
+		}
 	case outbox.StatusFailed:
 		it.FailedAt, it.DeadQueue = ms(row.FailedAt), deadQueue(row.Queue)
 	}
@@ -154,6 +159,7 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	row.Errors = d.errors()
 	row.LastError = d.str(AttrLastError)
 	row.StageID = d.str(AttrStageID)
+	row.Unindexed = (row.Status == outbox.StatusPending || row.Status == outbox.StatusClaimed) && av[AttrShard] == nil
 	if serr == nil {
 		// The state's own reading is the one the conditions use, whatever
 		// the strict reading above made of these two (a fraction, say).

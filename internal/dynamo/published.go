@@ -65,6 +65,9 @@ type Published struct {
 	// unsure may still land, which a purge of its dead letter waits out.
 	// Zero when the item predates it.
 	UnsureWait time.Duration
+	// Lean is the dispatcher's OUTFLOW_LEAN: producers may stage
+	// unordered rows due at once with no due-index keys (AttrLean).
+	Lean bool
 	// Revision counts the writes of the item, from 1; PublishedAt and
 	// PublishedBy say when and by which function the last one was. Publish
 	// sets them, and Same and Diff ignore them.
@@ -97,7 +100,7 @@ func (p Published) OrderedString() string {
 
 // Same reports whether p and q publish the same configuration.
 func (p Published) Same(q Published) bool {
-	return len(p.Diff(q)) == 0 && ceilMs(p.UnsureWait) == ceilMs(q.UnsureWait)
+	return len(p.Diff(q)) == 0 && ceilMs(p.UnsureWait) == ceilMs(q.UnsureWait) && p.Lean == q.Lean
 }
 
 // ceilMs is d in whole milliseconds, rounded up, as the item stores the
@@ -251,6 +254,11 @@ func encodePublished(p Published) map[string]types.AttributeValue {
 	if p.UnsureWait > 0 {
 		item[AttrUnsureWait] = num(ceilMs(p.UnsureWait))
 	}
+	if p.Lean {
+		// Only when on, so a producer that predates it reads the item of
+		// a stack that is not lean exactly as before.
+		item[AttrLean] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	return item
 }
 
@@ -301,12 +309,17 @@ func decodePublished(item map[string]types.AttributeValue) (Published, error) {
 	if ms, ok := wholeNumber(item, AttrUnsureWait); ok && ms > 0 && ms <= int64(math.MaxInt64/time.Millisecond) {
 		p.UnsureWait = time.Duration(ms) * time.Millisecond
 	}
+	// Anything but true is off: a producer that cannot tell stages rows
+	// in the due index, which every dispatcher delivers.
+	if b, ok := item[AttrLean].(*types.AttributeValueMemberBOOL); ok {
+		p.Lean = b.Value
+	}
 	return p, errors.Join(errs...)
 }
 
 // IsReservedKey reports whether key names an item that is not a row: the
-// published configuration, the audit's item or an ordered group's item.
-// No row may have it.
+// published configuration, the audit's or the backstop's item or an
+// ordered group's item. No row may have it.
 func IsReservedKey(key string) bool {
-	return key == ConfigKey || key == AuditKey || strings.HasPrefix(key, "group ")
+	return key == ConfigKey || key == AuditKey || key == BackstopKey || strings.HasPrefix(key, "group ")
 }

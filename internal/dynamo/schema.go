@@ -78,6 +78,11 @@ const (
 	// how long after a send ended unsure a copy of it may still land,
 	// which a purge waits out. Items published before it have none.
 	AttrUnsureWait = "unsure_wait_ms"
+	// AttrLean (BOOL, written only when true) says the dispatcher runs
+	// lean: producers stage unordered rows due at once outside the due
+	// index, and its sweep runs the backstop (Backstop) that finds the
+	// ones the stream never delivered.
+	AttrLean = "lean"
 )
 
 // Index names.

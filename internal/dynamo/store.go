@@ -557,6 +557,17 @@ func (s *Store) Release(ctx context.Context, row outbox.Row) error {
 	return err
 }
 
+// Index implements outbox.Store: it gives an unindexed row its shard, so
+// the row enters the due index as it is (its due_at is already there).
+// The condition is the settle's (holds): for a row the wake sent
+// unclaimed, that it is still as staged. One write: the table's and the
+// index entry's put.
+func (s *Store) Index(ctx context.Context, row outbox.Row) error {
+	upd := expression.Set(expression.Name(AttrShard), expression.Value(ShardFor(row, s.cfg.Shards)))
+	_, err := s.update(ctx, "index", row.Key, holds(row).And(expression.AttributeNotExists(expression.Name(AttrShard))), upd, types.ReturnValueNone)
+	return err
+}
+
 // shardIfMissing keeps a row's shard, or gives it its own (ShardFor): a producer
 // in another language may write a row with no shard, which only the wake
 // (by its stream record) ever claims, and which, once back to pending,

@@ -96,6 +96,14 @@ func (s Store) Release(ctx context.Context, row outbox.Row) error {
 	return s.after("release", row, s.Store.Release(ctx, row))
 }
 
+// Index implements outbox.Store.
+func (s Store) Index(ctx context.Context, row outbox.Row) error {
+	if err := s.before(ctx, "index", row); err != nil {
+		return err
+	}
+	return s.after("index", row, s.Store.Index(ctx, row))
+}
+
 // Link implements outbox.Store; the head check's read can be throttled.
 func (s Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 	if s.Plan.Hit(Throttle, "link", key, s.Plan.nth("link "+key)) {

@@ -25,6 +25,9 @@ type Runtime struct {
 	Engine *outbox.Engine
 	// Audit finds and moves stray rows before each sweep; nil skips it.
 	Audit *dynamo.Audit
+	// Backstop finds lean rows the stream missed, after the audit; nil
+	// skips it.
+	Backstop *dynamo.Backstop
 	// Invoker starts the other sweep partitions when the backstop runs as
 	// more than one (OUTFLOW_SWEEP_PARTITIONS); nil in a function that is
 	// not in Lambda, where the caller sets its own.
@@ -69,6 +72,11 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 	if err != nil {
 		return nil, err
 	}
+	backstop, err := dynamo.NewBackstop(dynamo.WithAuditCallTimeout(dynamodb.NewFromConfig(awsCfg), call), cfg.Store, cfg.Policy.WakeGrace, cfg.Lean)
+	if err != nil {
+		return nil, err
+	}
+	backstop.Pages, backstop.Drain = cfg.BackstopPages, cfg.BackstopDrain
 	sender, err := delivery.New(delivery.ClientsFromConfig(awsCfg).WithCallTimeout(call), cfg.Routes, cfg.MaxMessageBytes)
 	if err != nil {
 		return nil, err
@@ -77,7 +85,7 @@ func setup(awsCfg aws.Config, getenv func(string) string, out io.Writer, log *sl
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{Config: cfg, Engine: engine, Audit: audit, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}
+	rt := &Runtime{Config: cfg, Engine: engine, Audit: audit, Backstop: backstop, Log: log, Metrics: out, metricsLevel: telemetry.RecordLevel(getenv)}
 	rt.publisher = &publisher{api: dynamo.WithCallTimeout(dynamodb.NewFromConfig(awsCfg), call), table: cfg.Store.Table,
 		by: getenv("AWS_LAMBDA_FUNCTION_NAME"), what: cfg.Published()}
 	// Lambda names the running function; the fan-out invokes it again.

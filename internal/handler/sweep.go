@@ -58,8 +58,10 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 	// partition's next sweep); only the scheduled sweep runs it, since it
 	// reads the whole index.
 	var audit dynamo.AuditResult
+	var backstop dynamo.BackstopResult
 	if order.scheduled {
 		audit = s.audit(ctx, next)
+		backstop = s.backstop(ctx, next)
 	}
 	res, err := s.rt.Engine.SweepPartitions(ctx, next, parts...)
 	sum := telemetry.NewSummary("sweep", res)
@@ -72,7 +74,8 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 	sum.DeadLettered += audit.DeadLettered
 	// Each partition this invocation swept besides its own is one it
 	// could not start.
-	sum.Errors += audit.Errors + len(parts) - 1
+	sum.Errors += audit.Errors + backstop.Errors + len(parts) - 1
+	sum.MissedRows, sum.MissedRowWaitMs = backstop.Indexed, backstop.LongestWait.Milliseconds()
 	s.rt.report(ctx, sum)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return sum, err
@@ -214,14 +217,8 @@ func (s *Sweep) audit(ctx context.Context, next time.Time) dynamo.AuditResult {
 	if s.rt.Audit == nil {
 		return dynamo.AuditResult{}
 	}
-	if deadline, ok := ctx.Deadline(); ok || !next.IsZero() {
-		if !ok || (!next.IsZero() && next.Before(deadline)) {
-			deadline = next
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-s.rt.Engine.Policy().DeadlineMargin))
-		defer cancel()
-	}
+	ctx, cancel := s.beforeSweep(ctx, next)
+	defer cancel()
 	res, err := s.rt.Audit.Run(ctx, time.Now())
 	for _, f := range res.Found {
 		s.rt.Log.WarnContext(ctx, "stray row: its shard is never swept", "key", f.Key, "shard", f.Shard,
@@ -230,6 +227,47 @@ func (s *Sweep) audit(ctx context.Context, next time.Time) dynamo.AuditResult {
 	if err != nil && ctx.Err() == nil && res.Errors == 0 {
 		res.Errors++
 		s.rt.Log.WarnContext(ctx, "stray-row audit failed", "error", err)
+	}
+	return res
+}
+
+// beforeSweep bounds work done before the sweep (the audit, the
+// backstop) to the invocation's time, up to the next scheduled sweep when
+// next is set, less the sweep's deadline margin; each takes only its time
+// share of that.
+func (s *Sweep) beforeSweep(ctx context.Context, next time.Time) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok && next.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	if !ok || (!next.IsZero() && next.Before(deadline)) {
+		deadline = next
+	}
+	return context.WithDeadline(ctx, deadline.Add(-s.rt.Engine.Policy().DeadlineMargin))
+}
+
+// backstop runs the lean backstop within its page budget, after the
+// audit, and logs each row it found by key (never its payload): each is
+// a row the stream never brought to the wake, now in the due index, which
+// this sweep delivers. A failed run is logged and counted as an error;
+// the sweep goes on.
+func (s *Sweep) backstop(ctx context.Context, next time.Time) dynamo.BackstopResult {
+	if s.rt.Backstop == nil {
+		return dynamo.BackstopResult{}
+	}
+	ctx, cancel := s.beforeSweep(ctx, next)
+	defer cancel()
+	res, err := s.rt.Backstop.Run(ctx, time.Now())
+	for _, key := range res.Keys {
+		s.rt.Log.WarnContext(ctx, "lean row the stream never delivered: put in the due index", "key", key)
+	}
+	if res.Ran {
+		s.rt.Log.InfoContext(ctx, "backstop", "pages", res.Pages, "scanned", res.Scanned, "read_units", res.ReadUnits,
+			"indexed", res.Indexed, "pass_done", res.PassDone)
+	}
+	if err != nil && ctx.Err() == nil && res.Errors == 0 {
+		res.Errors++
+		s.rt.Log.WarnContext(ctx, "lean backstop failed", "error", err)
 	}
 	return res
 }

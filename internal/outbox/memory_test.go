@@ -133,6 +133,10 @@ func (b *backlog) DeadLetter(_ context.Context, row Row, _ time.Time, _ []Attemp
 	return b.settle("dead-letter", row, StatusFailed)
 }
 
+func (b *backlog) Index(_ context.Context, row Row) error {
+	return &ConflictError{Key: row.Key, Op: "index"}
+}
+
 func (b *backlog) Release(_ context.Context, row Row) error { return b.settle("release", row, "") }
 
 func (b *backlog) Expire(_ context.Context, row Row, _ time.Time, _ int, _ []AttemptError) error {

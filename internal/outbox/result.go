@@ -30,6 +30,10 @@ type Result struct {
 	Unclaimed int
 	// Released rows were claimed but not sent before the deadline margin.
 	Released int
+	// Indexed counts unindexed (lean) rows the wake sent unclaimed or left
+	// unsent and could not settle, which it put into the due index for
+	// the sweep instead (Store.Index).
+	Indexed int
 	// Expired rows lost their final claim (crash or timeout) and failed.
 	Expired int
 	// Skipped rows were due but left alone: younger than the wake grace.
@@ -71,7 +75,7 @@ type Result struct {
 type tally struct {
 	claimed, delivered, retried, deadLettered, released atomic.Int64
 	expired, skipped, conflicts, errors, unrouted       atomic.Int64
-	throttled, unclaimed, unplaced                      atomic.Int64
+	throttled, unclaimed, unplaced, indexed             atomic.Int64
 }
 
 func (t *tally) result() Result {
@@ -82,6 +86,7 @@ func (t *tally) result() Result {
 		DeadLettered: int(t.deadLettered.Load()),
 		Unclaimed:    int(t.unclaimed.Load()),
 		Released:     int(t.released.Load()),
+		Indexed:      int(t.indexed.Load()),
 		Unrouted:     int(t.unrouted.Load()),
 		Unplaced:     int(t.unplaced.Load()),
 		Expired:      int(t.expired.Load()),

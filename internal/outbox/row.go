@@ -81,7 +81,13 @@ type Row struct {
 	// Unclaimed marks a row the engine sends without a claim: the wake's
 	// image of a fresh unordered row (see Engine.DeliverRefs). Its settle
 	// holds only while the row is still as staged (see Store.Done).
-	Unclaimed  bool
+	Unclaimed bool
+	// Unindexed marks a pending or claimed row that is not in the due
+	// index: a lean row (staged with no shard, see Policy.Lean), or a
+	// hand-written one. Only its stream record or the backstop's scan
+	// finds it, so a run that leaves it unsettled puts it in the index
+	// (Store.Index) instead of leaving it to a sweep that cannot see it.
+	Unindexed  bool
 	LeaseUntil time.Time
 	FailedAt   time.Time
 	// UnsureAt is the latest time a send of this row ended with its

@@ -640,7 +640,9 @@ func (r *run) send(ctx context.Context, rows []Row) {
 // and never sends it.
 func (r *run) release(ctx context.Context, row Row) {
 	if row.Unclaimed {
-		// Nothing to give back: the sweep takes it after the grace.
+		// Nothing to give back: the sweep takes it after the grace, once
+		// it is in the due index.
+		r.handOver(ctx, row)
 		r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
 		r.settledFor(row, false, false)
 		return
@@ -648,6 +650,30 @@ func (r *run) release(ctx context.Context, row Row) {
 	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
 	r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
 	r.settledFor(row, false, false)
+}
+
+// handOver puts an unindexed row the run sent unclaimed, or left unsent,
+// into the due index, where the sweep's retries, backoff and dead letters
+// apply: a lean row no settle moved is seen by no sweep, only by the
+// backstop's scan, much later. One write, as staged (Store.Index); a
+// refusal means another worker wrote the row, which is then theirs.
+func (r *run) handOver(ctx context.Context, row Row) {
+	if !row.Unclaimed || !row.Unindexed {
+		return
+	}
+	err := r.settleWrite(ctx, row, func() error { return r.store.Index(ctx, row) })
+	r.count(ctx, "index", row.Key, err, &r.t.indexed)
+}
+
+// settleFailed hands an unindexed row over to the sweep when its settle
+// failed outright (throttled past its retries, a timeout): the write that
+// would have indexed it or taken it out of play did not happen.
+func (r *run) settleFailed(ctx context.Context, row Row, err error) {
+	var conflict *ConflictError
+	if err == nil || errors.Is(err, ErrDeadLettered) || errors.As(err, &conflict) {
+		return
+	}
+	r.handOver(ctx, row)
 }
 
 // mayStart reports whether a send call carrying row may start now: the
@@ -702,6 +728,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.t.delivered.Add(1)
 		err := r.settleWrite(ctx, row, func() error { return r.store.Done(ctx, row, now) })
 		r.count(ctx, "done", row.Key, err, nil)
+		r.settleFailed(ctx, row, err)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		r.settledFor(row, err == nil || r.doneAnyway(err, row), false)
 	case (IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts) && r.closes(row):
@@ -752,6 +779,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		hist := r.failure(row, now, sendErr)
 		err := r.settleWrite(ctx, row, func() error { return r.store.DeadLetter(ctx, row, now, hist) })
 		r.count(ctx, "dead-letter", row.Key, err, counted)
+		r.settleFailed(ctx, row, err)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		written := err == nil || errors.Is(err, ErrDeadLettered)
 		r.settledFor(row, written && r.deadSettles(row), !(written && r.deadWaits(row)))
@@ -768,6 +796,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		}
 		err := r.settleWrite(ctx, row, func() error { return r.store.Retry(ctx, row, due, hist) })
 		r.count(ctx, "retry", row.Key, err, &r.t.retried)
+		r.settleFailed(ctx, row, err)
 		h := hold{until: due, row: row.CreatedAt}
 		if errors.Is(err, ErrDeadLettered) {
 			h = settledHold(row.CreatedAt)

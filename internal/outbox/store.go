@@ -39,8 +39,13 @@ type Store interface {
 	// by history. Once that message is sent, DeadLetter settles it.
 	Close(ctx context.Context, row Row, dueAt time.Time, history []AttemptError) error
 	// Release returns a claimed, never-sent row to pending with its attempt
-	// restored.
+	// restored, in the due index.
 	Release(ctx context.Context, row Row) error
+	// Index puts an Unindexed row the wake sent Unclaimed, or left unsent,
+	// into the due index as it is, so a sweep finds it: the one write that
+	// hands a lean row the wake could not settle to the sweep's retries.
+	// It needs the row still as staged, as an unclaimed settle does.
+	Index(ctx context.Context, row Row) error
 	// Expire marks failed a row that can no longer be claimed because its
 	// budget is spent (see the state machine). row is its current state.
 	Expire(ctx context.Context, row Row, now time.Time, maxAttempts int, history []AttemptError) error

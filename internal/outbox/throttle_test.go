@@ -123,6 +123,10 @@ func (s *throttleStore) Release(_ context.Context, row Row) error {
 	return s.settle("release", row, StatusPending, time.Time{})
 }
 
+func (s *throttleStore) Index(_ context.Context, row Row) error {
+	return &ConflictError{Key: row.Key, Op: "index"}
+}
+
 func (s *throttleStore) Expire(_ context.Context, row Row, _ time.Time, _ int, _ []AttemptError) error {
 	return &ConflictError{Key: row.Key, Op: "expire"}
 }

@@ -59,6 +59,15 @@ type Summary struct {
 	Throttled        int `json:"throttled"`
 	ClaimConcurrency int `json:"claim_concurrency,omitempty"`
 	Unclaimed        int `json:"unclaimed,omitempty"`
+	// HandedOver counts the lean rows the wake sent or left unsent and
+	// could not settle, which it put into the due index for the sweep
+	// (outbox.Result.Indexed). MissedRows counts the lean rows the
+	// backstop found, never delivered by the stream, and put there
+	// (dynamo.Backstop), MissedRowWaitMs the age of the oldest of them:
+	// how long the stream's miss held it back.
+	HandedOver      int   `json:"handed_over,omitempty"`
+	MissedRows      int   `json:"missed_rows,omitempty"`
+	MissedRowWaitMs int64 `json:"missed_row_wait_ms,omitempty"`
 	// Partition is the sweep's share of the due index, "index/count"
 	// (outbox.Partition), when the backstop runs as more than one sweep.
 	Partition string `json:"partition,omitempty"`
@@ -71,7 +80,7 @@ func NewSummary(function string, r outbox.Result) Summary {
 		DeadLettered: r.DeadLettered + r.Expired, Released: r.Released, Expired: r.Expired,
 		Skipped: r.Skipped, Conflicts: r.Conflicts, Errors: r.Errors,
 		OldestDueAgeMs: r.OldestDueAge.Milliseconds(), DurationMs: r.Duration.Milliseconds(), Stopped: r.Stopped,
-		Throttled: r.Throttled, ClaimConcurrency: r.ClaimConcurrency, Unclaimed: r.Unclaimed,
+		Throttled: r.Throttled, ClaimConcurrency: r.ClaimConcurrency, Unclaimed: r.Unclaimed, HandedOver: r.Indexed,
 		UnroutedRows: r.Unrouted, UnplacedRows: r.Unplaced, Waiting: r.Waiting, BlockedGroups: r.BlockedGroups, OldestBlockedAgeMs: r.OldestBlockedAge.Milliseconds(),
 	}
 }
@@ -99,6 +108,9 @@ var metrics = []metric{
 	{"UnplacedRows", "Count", func(s Summary) int64 { return int64(s.UnplacedRows) }},
 	{"Throttled", "Count", func(s Summary) int64 { return int64(s.Throttled) }},
 	{"Unclaimed", "Count", func(s Summary) int64 { return int64(s.Unclaimed) }},
+	{"HandedOver", "Count", func(s Summary) int64 { return int64(s.HandedOver) }},
+	{"MissedRows", "Count", func(s Summary) int64 { return int64(s.MissedRows) }},
+	{"MissedRowWaitMs", "Milliseconds", func(s Summary) int64 { return s.MissedRowWaitMs }},
 	{"DurationMs", "Milliseconds", func(s Summary) int64 { return s.DurationMs }},
 }
 
