@@ -286,7 +286,11 @@ func (r *run) claim(ctx context.Context, ref DueRef, out chan<- Row) {
 // claimOne is claim; it reports whether the row was handed on, settled or
 // parked.
 func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
-	if ctx.Err() != nil || r.pastClaimStop() {
+	if ctx.Err() != nil {
+		return false
+	}
+	if r.pastClaimStop() {
+		r.leaveUnsent(ctx, ref)
 		return false
 	}
 	now := r.now()
@@ -650,6 +654,19 @@ func (r *run) release(ctx context.Context, row Row) {
 	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
 	r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
 	r.settledFor(row, false, false)
+}
+
+// leaveUnsent is what the wake does with a ref it has no time left to
+// send: nothing, unless it is a lean row it would have sent unclaimed,
+// which no sweep could see; that one it hands over.
+func (r *run) leaveUnsent(ctx context.Context, ref DueRef) {
+	if !r.claimFree || ref.Image == nil || !ref.Image.Unindexed {
+		return
+	}
+	_, listed := r.headPolicy(ref.Queue)
+	if row, ok := r.sendUnclaimed(ref, listed, r.now()); ok {
+		r.handOver(ctx, row)
+	}
 }
 
 // handOver puts an unindexed row the run sent unclaimed, or left unsent,

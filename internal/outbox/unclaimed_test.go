@@ -21,6 +21,8 @@ type recordingStore struct {
 	mu      sync.Mutex
 	claims  []string
 	settles map[string][]outbox.Row // by op
+	// doneErr is what every done returns, once recorded.
+	doneErr error
 }
 
 func newRecordingStore() *recordingStore {
@@ -44,7 +46,14 @@ func (s *recordingStore) record(op string, row outbox.Row) error {
 }
 
 func (s *recordingStore) Done(_ context.Context, row outbox.Row, _ time.Time) error {
-	return s.record("done", row)
+	if err := s.record("done", row); err != nil || s.doneErr == nil {
+		return err
+	}
+	return s.doneErr
+}
+
+func (s *recordingStore) Index(_ context.Context, row outbox.Row) error {
+	return s.record("index", row)
 }
 
 func (s *recordingStore) Retry(_ context.Context, row outbox.Row, _ time.Time, _ []outbox.AttemptError) error {
