@@ -23,10 +23,10 @@ func TestDueInserts_CarriesTheRowsImageForTheClaimFreePath(t *testing.T) {
 			"status":{"S":"pending"},"attempt":{"N":"0"},"created_at":{"N":"9000"},"due_at":{"N":"9000"},"shard":{"S":"0"},"stage_id":{"S":"ABCDEFGHIJKLMNOP"}}`,
 			&outbox.Row{Key: "a", Queue: "orders", Payload: []byte(`{"n":1}`), Attributes: map[string]string{"kind": "x"},
 				Status: outbox.StatusPending, CreatedAt: time.UnixMilli(9000), DueAt: time.UnixMilli(9000), StageID: "ABCDEFGHIJKLMNOP"}},
-		{"a binary payload", `{"pk":{"S":"a"},"queue":{"S":"orders"},"payload":{"B":"AP8="},
+		{"a binary payload, staged lean (no shard)", `{"pk":{"S":"a"},"queue":{"S":"orders"},"payload":{"B":"AP8="},
 			"status":{"S":"pending"},"attempt":{"N":"0"},"created_at":{"N":"9000"},"due_at":{"N":"9000"}}`,
 			&outbox.Row{Key: "a", Queue: "orders", Payload: []byte{0x00, 0xff},
-				Status: outbox.StatusPending, CreatedAt: time.UnixMilli(9000), DueAt: time.UnixMilli(9000)}},
+				Status: outbox.StatusPending, CreatedAt: time.UnixMilli(9000), DueAt: time.UnixMilli(9000), Unindexed: true}},
 		// Not a readable row: no image, so the wake claims it and the
 		// claim dead-letters it with the reason.
 		{"no queue", `{"pk":{"S":"a"},"payload":{"S":"x"},"status":{"S":"pending"},"attempt":{"N":"0"},"due_at":{"N":"9000"}}`, nil},
