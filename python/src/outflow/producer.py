@@ -142,6 +142,7 @@ class Producer:
         self._table = config.table
         self._shards = shards
         self._max_bytes = config.max_message_bytes
+        self._lean = config.lean
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._stage_id = stage_id or _item.new_stage_id
         self._trace = trace_parent or current_trace_parent
@@ -240,7 +241,10 @@ class Producer:
         if due:
             item[_item.DUE_AT] = {"N": str(due)}
         shard_key = _item.group_key(row.queue, row.group) if seq > 0 and row.group else row.key
-        item[_item.SHARD] = {"S": _item.shard_of(shard_key, self._shards)}
+        if not (self._lean and seq == 0 and not row.not_before_ms):
+            # A lean row (unordered, due at once) stays out of the due
+            # index: the wake sends it from its stream record.
+            item[_item.SHARD] = {"S": _item.shard_of(shard_key, self._shards)}
         item[_item.STAGE_ID] = {"S": self._stage_id()}
         item[_item.ERRORS] = {"L": []}
         item[_item.PAYLOAD] = _item.payload_value(row.payload)

@@ -38,7 +38,9 @@ class Config:
     dispatcher's OUTFLOW_ROUTES (its string, or a mapping of route name to
     target): given, each row is checked against its route's target and a
     route not in it is refused; without, every row is checked against
-    SQS's rules.
+    SQS's rules. ``lean`` stages unordered rows due at once outside the due
+    index, for a dispatcher that runs lean (Published.apply sets it from
+    what the dispatcher publishes; as Go's Config.Lean).
     """
 
     table: str = ""
@@ -46,6 +48,7 @@ class Config:
     max_message_bytes: int = 0
     ordered: Sequence[str] | None = None
     routes: Mapping[str, str] | str | None = None
+    lean: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Published:
     published_at: datetime
     published_by: str = ""
     unsure_wait: timedelta | None = field(default=None)
+    lean: bool = False
+    """The dispatcher's OUTFLOW_LEAN: rows may be staged outside the due index."""
 
     def apply(self, config: Config | None = None) -> Config:
         """config with what this publishes filled in where it leaves a
@@ -100,6 +105,10 @@ class Published:
             cfg = replace(cfg, ordered=published_ordered)
         elif sorted(set(cfg.ordered)) != published_ordered:
             diffs.append(f"ordered: published {','.join(published_ordered) or 'none'}, Config has {','.join(sorted(set(cfg.ordered))) or 'none'}")
+        if not cfg.lean:
+            cfg = replace(cfg, lean=self.lean)
+        elif not self.lean:
+            diffs.append("lean: the dispatcher does not run lean, Config has lean")
         if diffs:
             raise ConfigError(Kind.PUBLISHED_MISMATCH, f"table {cfg.table}: differs from the dispatcher's published configuration: " + "; ".join(diffs))
         return cfg
@@ -191,4 +200,11 @@ def decode_published(table: str, item: Mapping[str, Any]) -> Published:
         published_at=datetime.fromtimestamp(published_at / 1000, tz=timezone.utc),
         published_by=str(by["S"]) if isinstance(by, Mapping) and "S" in by else "",
         unsure_wait=unsure_wait,
+        lean=_lean(item.get("lean")),
     )
+
+
+def _lean(value: Any) -> bool:
+    """Anything but a BOOL true is off: a producer that cannot tell stages
+    rows in the due index, which every dispatcher delivers."""
+    return isinstance(value, Mapping) and value.get("BOOL") is True
