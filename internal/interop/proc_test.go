@@ -1,0 +1,178 @@
+package interop_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outflowhq/outflow/internal/child"
+)
+
+// line is one JSON line a producer or consumer process prints on stdout.
+// Producers print ready, then staged and races; consumers print ready,
+// then applied (with group and seq) for each effect committed, then done
+// with their counts and first errors.
+type line struct {
+	Ready  bool        `json:"ready"`
+	Staged []stagedRow `json:"staged"`
+	Races  int         `json:"races"`
+
+	Applied string         `json:"applied"`
+	Group   string         `json:"group"`
+	Seq     int64          `json:"seq"`
+	Done    bool           `json:"done"`
+	Counts  map[string]int `json:"counts"`
+	Errors  []string       `json:"errors"`
+}
+
+// stagedRow is a row a producer staged, in the producer's commit order.
+type stagedRow struct {
+	Key   string `json:"key"`
+	Group string `json:"group"`
+}
+
+// event is what a process said: a line of its stdout, or its end (eof:
+// its stdout closed, and it exited).
+type event struct {
+	from *proc
+	line line
+	raw  string
+	eof  bool
+}
+
+// proc is a producer or consumer in another language, run as a child
+// process in its own process group (killed at the test's end if still
+// running). It is started ("go") and stopped (stdin closed) through its
+// stdin; its stderr is kept for a failure's message.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	child  *child.Process
+	stdin  io.WriteCloser
+	stderr *syncBuffer
+	// stdin is closed once; closeOnce guards it.
+	closeOnce sync.Once
+}
+
+// spawn runs argv with env added to this process's environment, sending
+// every line it prints, and its end, to events.
+func spawn(t *testing.T, name string, argv []string, env []string, events chan<- event) *proc {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = filepath.Join("testdata")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatalf("%s: stdin: %v", name, err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("%s: stdout: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, stdin: stdin, stderr: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = w, p.stderr
+	p.child, err = child.Start(cmd)
+	_ = w.Close() // the child has its copy
+	if err != nil {
+		_ = r.Close()
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() { p.stop() })
+	go func() {
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+		for sc.Scan() {
+			ev := event{from: p, raw: sc.Text()}
+			if err := json.Unmarshal(sc.Bytes(), &ev.line); err != nil {
+				ev.line = line{}
+			}
+			events <- ev
+		}
+		<-p.child.Exited()
+		events <- event{from: p, eof: true}
+	}()
+	return p
+}
+
+// send writes a line to the process's stdin.
+func (p *proc) send(s string) error {
+	if _, err := io.WriteString(p.stdin, s+"\n"); err != nil {
+		return fmt.Errorf("%s: write %q to stdin: %w", p.name, s, err)
+	}
+	return nil
+}
+
+// close closes the process's stdin: a consumer's signal to stop.
+func (p *proc) close() { p.closeOnce.Do(func() { _ = p.stdin.Close() }) }
+
+// stop ends the process group if it still runs.
+func (p *proc) stop() {
+	p.close()
+	p.child.Stop(5 * time.Second)
+}
+
+// exit describes how the process ended, once it has.
+func (p *proc) exit() string {
+	select {
+	case <-p.child.Exited():
+	default:
+		return "still running"
+	}
+	if st := p.cmd.ProcessState; st != nil {
+		return st.String()
+	}
+	return "ended"
+}
+
+// ok reports whether the process exited with status 0.
+func (p *proc) ok() bool {
+	select {
+	case <-p.child.Exited():
+		return p.cmd.ProcessState != nil && p.cmd.ProcessState.Success()
+	default:
+		return false
+	}
+}
+
+// report is the process's stderr, its last lines if long, for a
+// failure's message.
+func (p *proc) report() string {
+	return fmt.Sprintf("%s (%s), stderr:\n%s", p.name, p.exit(), tail(p.stderr.String(), 60))
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and other readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
