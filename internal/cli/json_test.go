@@ -57,7 +57,7 @@ func TestOutputJSON_EveryCommandUsesSnakeCaseKeys(t *testing.T) {
 		"dead list": []operate.DeadLetter{},
 		"dead show": operate.Row{},
 		"dead bulk": operate.Result{},
-		"stats":     operate.Report{},
+		"stats":     statsReport{},
 		"sweep":     telemetry.Summary{},
 		"enqueue":   enqueued{},
 		"local":     local.DemoReport{},

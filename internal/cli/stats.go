@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,11 @@ func (a *app) statsCommand() *cobra.Command {
 			"(see dead list), and the oldest blocked age is how long the oldest such dead letter has been dead. " +
 			"Stray rows, on a shard the sweep never queries (a producer with a larger OUTFLOW_SHARDS, or a shard that is not a number), " +
 			"are not in the counts: the sweep's audit finds them and moves them to their key's shard, and stats reports what it found, " +
-			"in its last full pass over the due index, in the pass under way, and in all.",
+			"in its last full pass over the due index, in the pass under way, and in all. " +
+			"Lean rows (OUTFLOW_LEAN) the stream never brought to the wake are in no index until the sweep's backstop, " +
+			"a scan of the table, finds them and puts them in the due index: once it has run, stats reports what it found " +
+			"(in its last full pass over the table, in the pass under way, and in all), the longest any of them had waited, " +
+			"and when its last full pass began and ended.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ordered, err := a.ordered(cmd.Context())
@@ -62,8 +67,16 @@ func (a *app) statsCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)
 			}
+			// One eventually consistent read of the backstop's item, as
+			// of the audit's: its counts need the scan it spreads over
+			// many sweeps.
+			found, err := op.Backstopped(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("stats: %w", err)
+			}
+			rep := statsReport{Report: out, Backstop: backstopOf(found)}
 			st := out.Stats
-			return a.emit(out, func(w io.Writer) {
+			return a.emit(rep, func(w io.Writer) {
 				if st.Exact {
 					printExact(w, st)
 				} else {
@@ -77,6 +90,7 @@ func (a *app) statsCommand() *cobra.Command {
 					fmt.Fprintln(w, "blocked ordered groups\tnot counted (--blocked)")
 				}
 				fmt.Fprintf(w, "stray rows found by the audit\t%d last pass, %d this pass, %d in all\n", st.Stray.LastPass, st.Stray.ThisPass, st.Stray.Total)
+				printBackstop(w, rep.Backstop)
 			})
 		},
 	}
@@ -178,4 +192,63 @@ func byNumber(a, b string) int {
 		return len(a) - len(b)
 	}
 	return strings.Compare(a, b)
+}
+
+// statsReport is what outflow stats reports: the backlog, and what the
+// lean backstop found, when it has run.
+type statsReport struct {
+	operate.Report
+	// Backstop is read from the backstop's item; nil, and left out, when
+	// the backstop never ran (a dispatcher never lean).
+	Backstop *backstopReport `json:"backstop,omitempty"`
+}
+
+// backstopReport is dynamo.BackstopCounts as outflow stats gives it:
+// the wait in milliseconds, as the other ages.
+type backstopReport struct {
+	// LastPass counts the lean rows the last full pass over the table
+	// found and put in the due index, ThisPass those of the pass under
+	// way, Total every one.
+	LastPass int `json:"last_pass"`
+	ThisPass int `json:"this_pass"`
+	Total    int `json:"total"`
+	// LongestWaitMs is the longest any row it found had waited, from its
+	// staging to the backstop's find.
+	LongestWaitMs int64 `json:"longest_wait_ms"`
+	// PassStarted is when the pass under way began; LastPassStarted and
+	// LastPassEnded bound the last full one. Each absent when there is
+	// none.
+	PassStarted     time.Time `json:"pass_started,omitzero"`
+	LastPassStarted time.Time `json:"last_pass_started,omitzero"`
+	LastPassEnded   time.Time `json:"last_pass_ended,omitzero"`
+	// LeanAt is the last time the backstop ran lean or found a row: it
+	// keeps running for OUTFLOW_BACKSTOP_DRAIN after it.
+	LeanAt time.Time `json:"lean_at,omitzero"`
+}
+
+// backstopOf is c as stats reports it, nil when the backstop never ran:
+// its item holds nothing.
+func backstopOf(c dynamo.BackstopCounts) *backstopReport {
+	if c == (dynamo.BackstopCounts{}) {
+		return nil
+	}
+	return &backstopReport{LastPass: c.LastPass, ThisPass: c.ThisPass, Total: c.Total, LongestWaitMs: c.LongestWait.Milliseconds(),
+		PassStarted: c.PassStarted, LastPassStarted: c.LastPassStarted, LastPassEnded: c.LastPassEnded, LeanAt: c.LeanAt}
+}
+
+// printBackstop prints what the backstop found; nothing when it never ran.
+func printBackstop(w io.Writer, b *backstopReport) {
+	if b == nil {
+		return
+	}
+	fmt.Fprintf(w, "lean rows found by the backstop\t%d last pass, %d this pass, %d in all\n", b.LastPass, b.ThisPass, b.Total)
+	fmt.Fprintf(w, "longest wait of a row it found\t%dms\n", b.LongestWaitMs)
+	if b.LastPassEnded.IsZero() {
+		fmt.Fprintln(w, "backstop's last full pass\tnone yet")
+	} else {
+		fmt.Fprintf(w, "backstop's last full pass\t%s to %s\n", when(b.LastPassStarted), when(b.LastPassEnded))
+	}
+	if !b.PassStarted.IsZero() {
+		fmt.Fprintf(w, "backstop's pass under way\tbegan %s\n", when(b.PassStarted))
+	}
 }

@@ -113,7 +113,7 @@ var Vars = []Var{
 		return nil
 	}, ""},
 	{"OUTFLOW_BACKSTOP_PAGES", "4", "Scan pages (up to 1,000 items or 1 MB each) the backstop reads per scheduled sweep, 1 to 100: with the sweep's rate, how long a pass over the table takes, so the longest a row the stream missed waits, and what the backstop costs (docs/cost.md).", intVar(func(c *Config) *int { return &c.BackstopPages }), ""},
-	{"OUTFLOW_BACKSTOP_DRAIN", "168h", "How long the backstop keeps running after lean was last on or it last found a row: producers read the mode when they load the published configuration, so one started before lean was switched off stages lean rows until it restarts.", durVar(func(c *Config) *time.Duration { return &c.BackstopDrain }), ""},
+	{"OUTFLOW_BACKSTOP_DRAIN", "0s", "How long the backstop keeps running after lean was last on or it last found a row; 0s (the default) keeps it running for ever on a table that has had lean on: producers read the mode when they load the published configuration, so one started before lean was switched off stages lean rows until it restarts, and a row of it the stream loses is found only by the backstop.", durVar(func(c *Config) *time.Duration { return &c.BackstopDrain }), ""},
 	{"OUTFLOW_METRICS_NAMESPACE", "Outflow", "CloudWatch namespace of the embedded metrics.", func(c *Config, v string) error {
 		c.MetricsNamespace = v
 		return nil

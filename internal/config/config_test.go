@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ func TestLoad_AppliesDefaults(t *testing.T) {
 	require.Equal(t, 262144, c.MaxMessageBytes)
 	require.Equal(t, "Outflow", c.MetricsNamespace)
 	require.Equal(t, "https://sqs.us-east-1.amazonaws.com/1/orders", c.Routes["orders"])
+	require.False(t, c.Lean)
+	require.Equal(t, 4, c.BackstopPages)
+	require.Zero(t, c.BackstopDrain, "for ever")
 }
 
 func TestLoad_DefaultsMatchTheEngineDefaults(t *testing.T) {
@@ -53,7 +57,7 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_BACKOFF_MAX"] = "1m"
 	kv["OUTFLOW_JITTER"] = "0"
 	kv["OUTFLOW_LEASE"] = "2m"
-	kv["OUTFLOW_WAKE_GRACE"] = "0s"
+	kv["OUTFLOW_WAKE_GRACE"] = "7s"
 	kv["OUTFLOW_PAGE_SIZE"] = "50"
 	kv["OUTFLOW_CONCURRENCY"] = "8"
 	kv["OUTFLOW_DEADLINE_MARGIN"] = "5s"
@@ -67,6 +71,9 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	kv["OUTFLOW_HEAD_WAIT"] = "500ms"
 	kv["OUTFLOW_SWEEP_PARTITIONS"] = "16"
 	kv["OUTFLOW_SWEEP_RATE"] = "rate(2 minutes)"
+	kv["OUTFLOW_LEAN"] = "true"
+	kv["OUTFLOW_BACKSTOP_PAGES"] = "12"
+	kv["OUTFLOW_BACKSTOP_DRAIN"] = "36h"
 	c, err := config.Load(env(kv))
 	require.NoError(t, err)
 	require.Equal(t, 16, c.SweepPartitions)
@@ -76,7 +83,10 @@ func TestLoad_ReadsEveryVariable(t *testing.T) {
 	require.Equal(t, 16, c.Store.Shards)
 	require.Equal(t, 24*time.Hour, c.Store.DoneRetention)
 	p := c.Policy
-	require.Equal(t, []any{3, 250 * time.Millisecond, 3, time.Minute, 0.0, 2 * time.Minute, time.Duration(0), 50, 8, 5 * time.Second, 500, time.Duration(0)},
+	require.True(t, c.Lean)
+	require.Equal(t, 12, c.BackstopPages)
+	require.Equal(t, 36*time.Hour, c.BackstopDrain)
+	require.Equal(t, []any{3, 250 * time.Millisecond, 3, time.Minute, 0.0, 2 * time.Minute, 7 * time.Second, 50, 8, 5 * time.Second, 500, time.Duration(0)},
 		[]any{p.MaxAttempts, p.BackoffBase, p.BackoffMultiplier, p.BackoffMax, p.Jitter, p.Lease, p.WakeGrace, p.PageSize, p.Concurrency, p.DeadlineMargin, p.RowBudget, p.BatchLinger})
 	require.Equal(t, 393216, c.MaxMessageBytes)
 	require.Equal(t, time.Minute, c.FunctionTimeout)
@@ -133,6 +143,13 @@ func TestLoad_InvalidValueNamesVariableAndValue(t *testing.T) {
 		{"OUTFLOW_SWEEP_RATE", "rate(0 minutes)", `OUTFLOW_SWEEP_RATE="rate(0 minutes)": not a rate in minutes`},
 		{"OUTFLOW_SWEEP_RATE", "-1m", `OUTFLOW_SWEEP_RATE="-1m": not a duration`},
 		{"OUTFLOW_SWEEP_RATE", "10s", "OUTFLOW_SWEEP_RATE=10s: must exceed OUTFLOW_DEADLINE_MARGIN=10s"},
+		{"OUTFLOW_LEAN", "yes", `OUTFLOW_LEAN="yes": not true or false`},
+		{"OUTFLOW_LEAN", "on", `OUTFLOW_LEAN="on": not true or false`},
+		{"OUTFLOW_BACKSTOP_PAGES", "0", "OUTFLOW_BACKSTOP_PAGES=0: must be in [1, 100]"},
+		{"OUTFLOW_BACKSTOP_PAGES", "101", "OUTFLOW_BACKSTOP_PAGES=101: must be in [1, 100]"},
+		{"OUTFLOW_BACKSTOP_PAGES", "four", `OUTFLOW_BACKSTOP_PAGES="four": not an integer`},
+		{"OUTFLOW_BACKSTOP_DRAIN", "-1h", "OUTFLOW_BACKSTOP_DRAIN=-1h0m0s: must not be negative"},
+		{"OUTFLOW_BACKSTOP_DRAIN", "a week", `OUTFLOW_BACKSTOP_DRAIN="a week": not a duration`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -182,4 +199,73 @@ func TestDefaultDoneRetentionIsTheStoresOne(t *testing.T) {
 		}
 	}
 	t.Fatal("OUTFLOW_DONE_RETENTION is not among the variables")
+}
+
+// A lean row is in no due index: only its stream record brings it to the
+// wake, and the backstop finds it a pass of the table later when that
+// fails. With the wake off (a grace of 0s) every lean row would wait that
+// long, so Load refuses the pair, naming both variables.
+func TestLoad_RefusesLeanWithoutTheWake(t *testing.T) {
+	t.Parallel()
+	kv := minimal()
+	kv["OUTFLOW_LEAN"] = "true"
+	kv["OUTFLOW_WAKE_GRACE"] = "0s"
+	_, err := config.Load(env(kv))
+	require.ErrorContains(t, err, "OUTFLOW_LEAN=true needs the wake: OUTFLOW_WAKE_GRACE=0s says it is off")
+
+	kv["OUTFLOW_LEAN"] = "false"
+	c, err := config.Load(env(kv))
+	require.NoError(t, err, "not lean, the wake may be off")
+	require.False(t, c.Lean)
+}
+
+// The bounds hold at their ends: a page a sweep, a hundred, and a drain of
+// 0s (the backstop stops as soon as lean is off).
+func TestLoad_AcceptsTheBackstopBounds(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		pages, drain string
+		wantPages    int
+		wantDrain    time.Duration
+	}{
+		{"1", "0s", 1, 0},
+		{"100", "8760h", 100, 8760 * time.Hour},
+		{" 7 ", " 90m ", 7, 90 * time.Minute},
+	} {
+		kv := minimal()
+		kv["OUTFLOW_BACKSTOP_PAGES"], kv["OUTFLOW_BACKSTOP_DRAIN"] = tt.pages, tt.drain
+		c, err := config.Load(env(kv))
+		require.NoError(t, err, "pages %q, drain %q", tt.pages, tt.drain)
+		require.Equal(t, tt.wantPages, c.BackstopPages)
+		require.Equal(t, tt.wantDrain, c.BackstopDrain)
+	}
+}
+
+// The variables' defaults are the backstop's own (dynamo.NewBackstop), so
+// a function and a test that builds the backstop directly run alike.
+func TestDefaultBackstopBudgetIsTheBackstopsOne(t *testing.T) {
+	t.Parallel()
+	defaults := map[string]string{}
+	for _, v := range config.Vars {
+		defaults[v.Name] = v.Default
+	}
+	require.Equal(t, strconv.Itoa(dynamo.DefaultBackstopPages), defaults["OUTFLOW_BACKSTOP_PAGES"])
+	d, err := time.ParseDuration(defaults["OUTFLOW_BACKSTOP_DRAIN"])
+	require.NoError(t, err)
+	require.Equal(t, dynamo.DefaultBackstopDrain, d)
+	require.Equal(t, "false", defaults["OUTFLOW_LEAN"], "lean only when asked for")
+}
+
+// The published configuration carries the mode: producers that load it
+// stage lean rows only for a dispatcher that runs the backstop.
+func TestPublished_CarriesLean(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(minimal()))
+	require.NoError(t, err)
+	require.False(t, c.Published().Lean)
+	kv := minimal()
+	kv["OUTFLOW_LEAN"] = "true"
+	c, err = config.Load(env(kv))
+	require.NoError(t, err)
+	require.True(t, c.Published().Lean)
 }

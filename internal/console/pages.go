@@ -23,6 +23,9 @@ type overviewData struct {
 	Charts     Charts
 	ChartsNote string
 	At         time.Time
+	// Backstop is what the sweep's lean backstop found, from its item (as
+	// the audit's counts are); nil when it never ran.
+	Backstop *dynamo.BackstopCounts
 }
 
 // named is one count of a table, in order.
@@ -46,7 +49,15 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "count the backlog", err)
 		return
 	}
+	found, err := s.cfg.Operator.Backstopped(r.Context())
+	if err != nil {
+		s.fail(w, r, "read what the backstop found", err)
+		return
+	}
 	d := overviewData{Report: rep, Exact: exact, Shards: sortedCounts(rep.Shards, true), Queues: sortedCounts(rep.Queues, false), At: now}
+	if found != (dynamo.BackstopCounts{}) {
+		d.Backstop = &found
+	}
 	d.Charts, d.ChartsNote = s.charts.get(r.Context(), s.cfg.Metrics, s.cfg.Operator.Table(), now)
 	s.render(w, r, http.StatusOK, "overview", "Overview", d)
 }

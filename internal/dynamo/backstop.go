@@ -54,12 +54,16 @@ const (
 	DefaultBackstopPages     = 4
 	DefaultBackstopPageSize  = 1000
 	DefaultBackstopTimeShare = 0.25
-	// DefaultBackstopDrain is how long the backstop keeps scanning after
-	// lean was last on or a lean row last found: producers read the mode
-	// when they load the published configuration, so one started before
-	// the switch may stage lean rows until it restarts.
-	DefaultBackstopDrain = 7 * 24 * time.Hour
-	backstopIndexers     = 8
+	// DefaultBackstopDrain, 0, keeps the backstop scanning for ever once
+	// the table has had lean on: producers read the mode when they load
+	// the published configuration, so one started before a switch to off
+	// may stage lean rows until it restarts, however long that is, and
+	// the first of them the stream loses would otherwise wait for ever.
+	// A positive drain stops it that long after lean was last on or a
+	// lean row last found, for operators who know every producer
+	// restarted.
+	DefaultBackstopDrain time.Duration = 0
+	backstopIndexers                   = 8
 )
 
 // Backstop finds lean rows the stream never delivered, and puts them in
@@ -79,8 +83,9 @@ type Backstop struct {
 	// were indexed.
 	After time.Duration
 	// Lean is the dispatcher's OUTFLOW_LEAN. Off, the backstop still runs
-	// until Drain has passed since lean was last on or a run last found
-	// an unindexed row, so a switch to off loses nothing.
+	// on a table that has had lean on (NoteLean, or a run with Lean):
+	// for ever with Drain 0, or until Drain has passed since lean was
+	// last on or a run last found an unindexed row.
 	Lean  bool
 	Drain time.Duration
 }
@@ -148,7 +153,28 @@ type backstopState struct {
 // due reports whether a run at now has work: lean is on, or was within
 // the drain.
 func (b *Backstop) due(st backstopState, now time.Time) bool {
-	return b.Lean || (!st.LeanAt.IsZero() && now.Before(st.LeanAt.Add(b.Drain)))
+	return b.Lean || (!st.LeanAt.IsZero() && (b.Drain == 0 || now.Before(st.LeanAt.Add(b.Drain))))
+}
+
+// NoteLean records in the backstop item that the table runs lean as of
+// now, so its backstop runs even if lean is switched off before a
+// scheduled sweep saw it on: a function that publishes lean calls it. It
+// moves the item's version, so a backstop run that read the item before
+// cannot save over it.
+func (s *Store) NoteLean(ctx context.Context, now time.Time) error {
+	expr, err := expression.NewBuilder().WithUpdate(expression.Set(expression.Name(attrBackstopLeanAt), expression.Value(now.UnixMilli())).
+		Add(expression.Name(attrBackstopVersion), expression.Value(1))).Build()
+	if err != nil {
+		return fmt.Errorf("build backstop note: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.cfg.Table), Key: keyOf(BackstopKey), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		return fmt.Errorf("note lean in the backstop item: %w", err)
+	}
+	return nil
 }
 
 // Run scans the next pages of the table, from where the last run stopped,
@@ -247,9 +273,18 @@ func (b *Backstop) Run(ctx context.Context, now time.Time) (BackstopResult, erro
 // the page evaluates (the filter applies after the read), so a page costs
 // what the table's items weigh, done and dead rows included.
 func (b *Backstop) scanInput(cursor map[string]types.AttributeValue, cutoff int64) *dynamodb.ScanInput {
+	// An item with no numeric created_at (written by hand, or by another
+	// producer) is found whatever its age, so the sweep claims it and
+	// dead-letters it with its reason. The comparison is guarded by the
+	// type, as the claim's are: moto fails a Scan that compares a string
+	// with a number, where DynamoDB takes it for false.
+	created := expression.Name(AttrCreatedAt)
+	old := expression.AttributeNotExists(created).
+		Or(expression.Not(created.AttributeType(expression.Number))).
+		Or(created.AttributeType(expression.Number).And(created.LessThan(expression.Value(cutoff))))
 	filter := expression.AttributeNotExists(expression.Name(AttrShard)).
 		And(expression.Name(AttrStatus).In(expression.Value(outbox.StatusPending), expression.Value(outbox.StatusClaimed))).
-		And(expression.Name(AttrCreatedAt).LessThan(expression.Value(cutoff)))
+		And(old)
 	proj := expression.NamesList(expression.Name(AttrKey), expression.Name(AttrQueue), expression.Name(AttrGroup),
 		expression.Name(AttrSeq), expression.Name(AttrCreatedAt))
 	expr, _ := expression.NewBuilder().WithFilter(filter).WithProjection(proj).Build() // static: cannot fail

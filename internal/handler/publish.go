@@ -48,6 +48,13 @@ func (rt *Runtime) publish(ctx context.Context, every time.Duration) {
 		return
 	}
 	p.checked.Store(now.UnixNano())
+	if wrote && p.what.Lean && rt.Backstop != nil {
+		// Lean is on from here: the backstop must run even if it is
+		// switched off before a scheduled sweep sees it.
+		if err := rt.Backstop.NoteLean(ctx, now); err != nil {
+			rt.Log.WarnContext(ctx, "noting lean for the backstop failed; the next sweep notes it", "error", err)
+		}
+	}
 	if wrote {
 		rt.Log.InfoContext(ctx, "published configuration", "table", p.table, "routes", p.what.RoutesString(), "ordered", p.what.OrderedString(),
 			"shards", p.what.Shards, "max_message_bytes", p.what.MaxMessageBytes)

@@ -133,9 +133,13 @@ func dueInsert(rec events.DynamoDBEventRecord, now time.Time) (key, reason strin
 	if err != nil {
 		return "", dynamo.AttrDueAt + " is not an integer"
 	}
-	if ms > now.UnixMilli() {
+	_, indexed := img[dynamo.AttrShard]
+	if ms > now.UnixMilli() && indexed {
 		return "", reasonNotDue
 	}
+	// A lean row (no shard) due when staged but not yet by this clock (its
+	// producer's clock is ahead) goes on all the same: the engine cannot
+	// send it yet, and hands it to the sweep, which no one else would.
 	// A row that was not due when staged is never the wake's: the sweep
 	// takes it as soon as it is due (it leaves to the wake only rows due
 	// when inserted), so a wake reading its record late would race the

@@ -312,6 +312,7 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 	_, listed := r.headPolicy(ref.Queue)
 	if row, ok := r.sendUnclaimed(ref, listed, now); ok {
 		if r.budget.Add(-1) < 0 {
+			r.leaveUnsent(ctx, ref)
 			return false
 		}
 		select {
@@ -344,6 +345,7 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 		}
 	}
 	if r.budget.Add(-1) < 0 {
+		r.leaveUnsent(ctx, ref)
 		return false
 	}
 	// The lease is timed from now, after the head check: its reads and
@@ -357,6 +359,10 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 			r.order.letGo(ref.Key)
 			return true
 		}
+		// A lean row the claim could not take (not due yet by this
+		// clock: a producer's clock ahead of it) is left to the sweep;
+		// one another worker wrote refuses the hand-over, as it should.
+		r.leaveUnsent(ctx, ref)
 		return false
 	case errors.Is(err, ErrDeadLettered):
 		r.t.deadLettered.Add(1)
@@ -373,6 +379,7 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 			r.t.errors.Add(1)
 			r.log.WarnContext(ctx, "claim failed", "key", ref.Key, "error", err)
 		}
+		r.leaveUnsent(ctx, ref)
 		return false
 	}
 	r.t.claimed.Add(1)
@@ -656,26 +663,29 @@ func (r *run) release(ctx context.Context, row Row) {
 	r.settledFor(row, false, false)
 }
 
-// leaveUnsent is what the wake does with a ref it has no time left to
-// send: nothing, unless it is a lean row it would have sent unclaimed,
-// which no sweep could see; that one it hands over.
+// leaveUnsent is what the wake does with a ref it leaves unsent (no time
+// or row budget left, its claim refused or failed): nothing, unless its
+// image is a lean row as staged, which no sweep could see; that one it
+// hands over, conditioned on the row being still as staged. A canceled
+// context is a crash: nothing is written.
 func (r *run) leaveUnsent(ctx context.Context, ref DueRef) {
-	if !r.claimFree || ref.Image == nil || !ref.Image.Unindexed {
+	img := ref.Image
+	if ctx.Err() != nil || !r.claimFree || img == nil || !img.Unindexed || img.Key != ref.Key || img.Malformed != "" ||
+		img.Status != StatusPending || img.Attempt != 0 || img.Token != "" || img.StageID == "" {
 		return
 	}
-	_, listed := r.headPolicy(ref.Queue)
-	if row, ok := r.sendUnclaimed(ref, listed, r.now()); ok {
-		r.handOver(ctx, row)
-	}
+	row := *img
+	row.Unclaimed = true
+	r.handOver(ctx, row)
 }
 
-// handOver puts an unindexed row the run sent unclaimed, or left unsent,
-// into the due index, where the sweep's retries, backoff and dead letters
+// handOver puts an unindexed row the run sent (claimed or not), or left
+// unsent, into the due index, where the sweep's retries, backoff and dead letters
 // apply: a lean row no settle moved is seen by no sweep, only by the
 // backstop's scan, much later. One write, as staged (Store.Index); a
 // refusal means another worker wrote the row, which is then theirs.
 func (r *run) handOver(ctx context.Context, row Row) {
-	if !row.Unclaimed || !row.Unindexed {
+	if !row.Unindexed || ctx.Err() != nil {
 		return
 	}
 	err := r.settleWrite(ctx, row, func() error { return r.store.Index(ctx, row) })

@@ -152,7 +152,7 @@ func TestTemplate_AlarmsWatchEmittedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []string{"DeadLettered", "OldestDueAgeMs", "OldestBlockedAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount", "ApproximateNumberOfMessagesVisible"} {
+	for _, m := range []string{"DeadLettered", "MissedRows", "OldestDueAgeMs", "OldestBlockedAgeMs", "Errors", "IteratorAge", "Invocations", "DroppedEventCount", "ApproximateNumberOfMessagesVisible"} {
 		require.True(t, seen[m], "an alarm on %s", m)
 	}
 }

@@ -64,6 +64,7 @@ func TestTranslation_DashboardPlotsWhatTheStackEmits(t *testing.T) {
 		}
 		for _, want := range []string{
 			"OldestDueAgeMs ${OutboxTable}", "Delivered ${OutboxTable}", "Retried ${OutboxTable}", "DeadLettered ${OutboxTable}", "Conflicts ${OutboxTable}", "StrayRows ${OutboxTable}",
+			"MissedRows ${OutboxTable}", "HandedOver ${OutboxTable}",
 			"OldestBlockedAgeMs ${OutboxTable}", "BlockedGroups ${OutboxTable}", "Waiting ${OutboxTable}",
 			"Duration ${SweepFunction}", "Errors ${SweepFunction}", "IteratorAge ${WakeFunction}", "DroppedEventCount ${WakeFunctionStream}",
 		} {

@@ -242,6 +242,8 @@ func TestTemplate_PoliciesGrantLeastPrivilege(t *testing.T) {
 		require.True(t, strings.HasPrefix(function(t, tpl, name).Role, "${"), name)
 	}
 	// The sweep reads only the due index; only the wake reads the stream.
+	// The sweep scans the table for the lean backstop alone, the wake
+	// nothing (TestTemplate_OnlyTheSweepMayScanTheTableAndOnlyForTheBackstop).
 	for _, s := range byRole["SweepRole"] {
 		for _, r := range s.Resource {
 			require.NotContains(t, r, "StreamArn")
@@ -249,6 +251,9 @@ func TestTemplate_PoliciesGrantLeastPrivilege(t *testing.T) {
 				require.Equal(t, "${OutboxTable.Arn}/index/due", r)
 			}
 		}
+	}
+	for _, s := range byRole["WakeRole"] {
+		require.NotContains(t, s.Action, "dynamodb:Scan", "the wake reads rows by key and from the stream")
 	}
 }
 

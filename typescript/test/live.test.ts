@@ -6,102 +6,20 @@
  */
 
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
-import { after, before, test } from "node:test";
-import {
-  CreateTableCommand,
-  DeleteTableCommand,
-  DynamoDBClient,
-  GetItemCommand,
-  PutItemCommand,
-  TransactWriteItemsCommand,
-  waitUntilTableExists,
-} from "@aws-sdk/client-dynamodb";
+import { test } from "node:test";
+import { DynamoDBClient, GetItemCommand, PutItemCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
 import { ConfigError, OutflowError, Producer, PutError, TransactError, type Kind, type TransactWriteItem } from "../src/index.js";
-import { startMoto, type Moto } from "./moto.js";
+import { createOutboxTable, liveSuite, liveTest } from "./tables.js";
 import * as vectors from "./vectors.js";
 import type { Json } from "./vectors.js";
 
 const LIVE = vectors.load("live.json");
 
-let moto: Moto | null = null;
-let client: DynamoDBClient | null = null;
-let skip: string | false = false;
+const suite = liveSuite();
 
-before(async () => {
-  moto = await startMoto();
-  if (moto === null) {
-    skip = "moto is not installed: run `make venv-moto` in Outflow's repository, or set OUTFLOW_MOTO_PYTHON";
-    return;
-  }
-  client = new DynamoDBClient({
-    endpoint: moto.url,
-    region: "us-east-1",
-    credentials: { accessKeyId: "test", secretAccessKey: "test" },
-    maxAttempts: 5,
-  });
-});
-
-after(async () => {
-  client?.destroy();
-  await moto?.stop();
-});
-
-/** The tests need moto unless they are told to skip without it: OUTFLOW_REQUIRE_MOTO=1 makes its absence a failure. */
+/** A test on a new outbox table; moto's URL for the faults it is told to inject. */
 function live(name: string, run: (db: DynamoDBClient, table: string, url: string) => Promise<void>): void {
-  test(name, async (t) => {
-    if (skip) {
-      if (process.env["OUTFLOW_REQUIRE_MOTO"]) assert.fail(skip);
-      t.skip(skip);
-      return;
-    }
-    assert.ok(client !== null && moto !== null);
-    const table = "outflow-ts-" + randomBytes(6).toString("hex");
-    await createTable(client, table);
-    try {
-      await run(client, table, moto.url);
-    } finally {
-      await client.send(new DeleteTableCommand({ TableName: table }));
-    }
-  });
-}
-
-/** An outbox table as Go's dynamo.Table.CreateTableInput makes it. */
-async function createTable(db: DynamoDBClient, name: string): Promise<void> {
-  await db.send(
-    new CreateTableCommand({
-      TableName: name,
-      BillingMode: "PAY_PER_REQUEST",
-      KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
-      AttributeDefinitions: [
-        { AttributeName: "dead_queue", AttributeType: "S" },
-        { AttributeName: "due_at", AttributeType: "N" },
-        { AttributeName: "failed_at", AttributeType: "N" },
-        { AttributeName: "pk", AttributeType: "S" },
-        { AttributeName: "shard", AttributeType: "S" },
-      ],
-      GlobalSecondaryIndexes: [
-        {
-          IndexName: "due",
-          KeySchema: [
-            { AttributeName: "shard", KeyType: "HASH" },
-            { AttributeName: "due_at", KeyType: "RANGE" },
-          ],
-          Projection: { ProjectionType: "INCLUDE", NonKeyAttributes: ["created_at", "queue", "prev", "seq"] },
-        },
-        {
-          IndexName: "dead",
-          KeySchema: [
-            { AttributeName: "dead_queue", KeyType: "HASH" },
-            { AttributeName: "failed_at", KeyType: "RANGE" },
-          ],
-          Projection: { ProjectionType: "INCLUDE", NonKeyAttributes: ["attempt", "last_error"] },
-        },
-      ],
-      StreamSpecification: { StreamEnabled: true, StreamViewType: "NEW_IMAGE" },
-    }),
-  );
-  await waitUntilTableExists({ client: db, maxWaitTime: 60, minDelay: 1, maxDelay: 1 }, { TableName: name });
+  liveTest(suite, name, createOutboxTable, "outflow-ts-", (db, table) => run(db, table, suite.moto?.url ?? ""));
 }
 
 test("the live scenarios are all there", () => {
