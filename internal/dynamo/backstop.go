@@ -63,8 +63,10 @@ const (
 	// lean row last found, for operators who know every producer
 	// restarted.
 	DefaultBackstopDrain time.Duration = 0
-	backstopIndexers                   = 8
 )
+
+// backstopIndexers is how many index writes a backstop run makes at once.
+const backstopIndexers = 8
 
 // Backstop finds lean rows the stream never delivered, and puts them in
 // the due index, within a budget of Scan pages and of time per run.
