@@ -66,6 +66,7 @@ def config(c: Mapping[str, Any]) -> outflow.Config:
         max_message_bytes=c.get("max_message_bytes", 0),
         ordered=c.get("ordered"),
         routes=c.get("routes"),
+        lean=bool(c.get("lean", False)),
     )
 
 

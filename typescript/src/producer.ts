@@ -145,6 +145,7 @@ export class Producer {
   private readonly client: DynamoDBClientLike;
   private readonly shards: number;
   private readonly maxBytes: number;
+  private readonly lean: boolean;
   private readonly clock: () => Date;
   private readonly stageId: () => string;
   private readonly trace: () => string;
@@ -162,6 +163,7 @@ export class Producer {
     this.table = table;
     this.shards = shards;
     this.maxBytes = config.maxMessageBytes ?? 0;
+    this.lean = config.lean === true;
     this.clock = options.clock ?? (() => new Date());
     this.stageId = options.stageId ?? item.newStageId;
     this.trace = options.traceParent ?? currentTraceParent;
@@ -237,7 +239,7 @@ export class Producer {
 
   // -- items ---------------------------------------------------------------
 
-  /** The item that stages row, pending, due at its notBefore or now. */
+  /** The item that stages row, pending, due at its notBefore or now; with lean, an unordered row due at once (seq 0, no notBefore) has no shard. */
   private stageItem(row: Prepared, now: Date, seq = 0, prev = ""): item.Item {
     if (item.reservedKey(row.key)) throw new InvalidRowError("invalid_key", `row key ${JSON.stringify(row.key)} is reserved`);
     const nowMs = now.getTime();
@@ -257,7 +259,12 @@ export class Producer {
     const due = row.notBeforeMs > nowMs ? row.notBeforeMs : nowMs;
     if (due) it[item.DUE_AT] = { N: String(due) };
     const shardKey = seq > 0 && row.group ? item.groupKey(row.queue, row.group) : row.key;
-    it[item.SHARD] = { S: item.shardOf(shardKey, this.shards) };
+    if (!(this.lean && seq === 0 && !row.notBeforeMs)) {
+      // A lean row (unordered, due at once) stays out of the due index: the
+      // wake sends it from its stream record, the backstop finds it if that
+      // fails. A delayed row waits for the sweep, an ordered one for its head.
+      it[item.SHARD] = { S: item.shardOf(shardKey, this.shards) };
+    }
     it[item.STAGE_ID] = { S: this.stageId() };
     it[item.ERRORS] = { L: [] };
     it[item.PAYLOAD] = item.payloadValue(row.payload);

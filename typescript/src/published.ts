@@ -43,6 +43,16 @@ export interface Config {
   maxMessageBytes?: number;
   ordered?: readonly string[] | null;
   routes?: string | Readonly<Record<string, string>> | null;
+  /**
+   * Stages unordered rows due at once with no due-index keys (no `shard`):
+   * the dispatcher's stream wake delivers them, its backstop finds the ones
+   * the stream missed, and each costs one write unit less to stage and one
+   * less to settle. Set it only for a dispatcher that runs lean
+   * (OUTFLOW_LEAN, published: Published.apply sets it), since no other looks
+   * for such rows. Rows of ordered routes and rows with a notBefore are
+   * staged in the due index whatever it says. As Go's Config.Lean.
+   */
+  lean?: boolean;
 }
 
 /** Whether routes are given: "" (blank) and an empty record are not. */
@@ -68,6 +78,8 @@ export class Published {
   readonly publishedBy: string;
   /** The dispatcher's unsure wait in milliseconds, when it publishes one. */
   readonly unsureWaitMs: number | undefined;
+  /** The dispatcher's OUTFLOW_LEAN: unordered rows due at once are staged outside the due index (Config.lean). */
+  readonly lean: boolean;
 
   constructor(fields: {
     table: string;
@@ -79,6 +91,7 @@ export class Published {
     publishedAt: Date;
     publishedBy?: string;
     unsureWaitMs?: number | undefined;
+    lean?: boolean;
   }) {
     this.table = fields.table;
     this.routes = fields.routes;
@@ -89,12 +102,15 @@ export class Published {
     this.publishedAt = fields.publishedAt;
     this.publishedBy = fields.publishedBy ?? "";
     this.unsureWaitMs = fields.unsureWaitMs;
+    this.lean = fields.lean ?? false;
   }
 
   /**
-   * config with what this publishes filled in where it leaves a field unset;
-   * a field config sets must agree, or ConfigError (published_mismatch) names
-   * each difference.
+   * config with what this publishes filled in where it leaves a field unset
+   * (lean among them: unset or false takes the published mode); a field
+   * config sets must agree, or ConfigError (published_mismatch) names each
+   * difference. A lean the dispatcher does not run is a mismatch, since no
+   * backstop would find the rows its stream missed.
    */
   apply(config: Config = {}): Config {
     const cfg: Config = { ...config };
@@ -128,6 +144,8 @@ export class Published {
         diffs.push(`ordered: published ${publishedOrdered.join(",") || "none"}, Config has ${mine.join(",") || "none"}`);
       }
     }
+    if (!cfg.lean) cfg.lean = this.lean;
+    else if (!this.lean) diffs.push("lean: the dispatcher does not run lean, Config has lean");
     if (diffs.length > 0) {
       throw new ConfigError(
         "published_mismatch",
@@ -235,5 +253,15 @@ export function decodePublished(table: string, item: Readonly<Record<string, unk
     publishedAt: new Date(publishedAt),
     publishedBy: isRecord(by) && typeof by["S"] === "string" ? by["S"] : "",
     unsureWaitMs,
+    lean: leanOf(item["lean"]),
   });
+}
+
+/**
+ * Whether a published `lean` says the dispatcher runs lean: only a BOOL true
+ * does. Anything else is off: a producer that cannot tell stages rows in the
+ * due index, which every dispatcher delivers.
+ */
+function leanOf(value: unknown): boolean {
+  return isRecord(value) && value["BOOL"] === true;
 }

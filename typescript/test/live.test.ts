@@ -23,7 +23,7 @@ function live(name: string, run: (db: DynamoDBClient, table: string, url: string
 }
 
 test("the live scenarios are all there", () => {
-  assert.ok(LIVE.length >= 6, `live.json: ${LIVE.length}`);
+  assert.ok(LIVE.length >= 7, `live.json: ${LIVE.length}`);
   const ops = new Set(LIVE.flatMap((v) => (v.steps as Json[]).map((s) => s.op as string)));
   for (const op of ["put", "transact", "prepare", "send", "arm_conflict"]) assert.ok(ops.has(op), `live.json has a ${op} step`);
 });

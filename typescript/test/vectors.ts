@@ -59,6 +59,7 @@ export function config(c: Json): Config {
     maxMessageBytes: c.max_message_bytes ?? 0,
     ordered: c.ordered ?? null,
     routes: c.routes ?? null,
+    lean: c.lean ?? false,
   };
 }
 
