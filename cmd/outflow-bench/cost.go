@@ -25,7 +25,7 @@ const lambdaMemoryMB = 256
 // The cost part's flags, here rather than in main so the parts stay apart,
 // and -only, which names any part.
 var (
-	only      = flag.String("only", "", "run one part alone: targets (requests per message to SQS, SNS and EventBridge, spliced into docs/benchmarks.md), capacity (the capacity model, written to docs/capacity.md), operators (stats, dead list, redrive and purge at many dead letters, written to docs/capacity-operators.md, which capacity.md includes), memory (peak heap over backlogs of 10k, 100k and 1M rows, spliced into docs/benchmarks.md), cost (refused writes and cost per message, written to docs/cost.md), quiet (refused writes only, printed) or wakepath (write units per wake-delivered message, claim-free and claimed, printed)")
+	only      = flag.String("only", "", "run one part alone: targets (requests per message to SQS, SNS and EventBridge, spliced into docs/benchmarks.md), capacity (the capacity model, written to docs/capacity.md), operators (stats, dead list, redrive and purge at many dead letters, written to docs/capacity-operators.md, which capacity.md includes), memory (peak heap over backlogs of 10k, 100k and 1M rows, spliced into docs/benchmarks.md), cost (refused writes and cost per message, written to docs/cost.md), quiet (refused writes only, printed) or wakepath (write units per wake-delivered message, claim-free, claimed and lean, printed)")
 	quietRows = flag.Int("quiet-rows", 600, "rows staged in each refused-writes run")
 	wakeRows  = flag.Int("wake-rows", 600, "rows the wake alone delivers for the cost model")
 	stageFor  = flag.Duration("stage-for", 60*time.Second, "how long producers stage in the refused-writes and wake runs")
@@ -101,31 +101,35 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	if err != nil {
 		return "", fmt.Errorf("wake run: %w", err)
 	}
+	lean, err := leanRuns(ctx, endpoint, c)
+	if err != nil {
+		return "", err
+	}
 	logf("cost: Lambda durations under the latency fakes")
 	storeLat, sendLat := 5*time.Millisecond, 15*time.Millisecond
 	pipe := bench.PipelinedSweep(2000, 16, storeLat, sendLat)
 	nvFake := bench.NaiveSweep(100, storeLat, sendLat)
 	// The wake's invocations are timed at the run's own batch size: a
 	// small batch pays a whole claim, send and settle for few rows.
-	wakeBatch := max(1, int(math.Round(float64(wake.WakeDelivered)/float64(max(wake.WakeRuns, 1)))))
-	var wakeFake bench.Throughput
-	for range 20 {
-		t, err := bench.WakeBatch(wakeBatch, storeLat, sendLat)
-		if err != nil {
-			return "", err
-		}
-		wakeFake.Rows += t.Rows
-		wakeFake.Elapsed += t.Elapsed
+	wakeBatch, wakeFake, err := timeWakeBatches(wake, storeLat, sendLat)
+	if err != nil {
+		return "", err
 	}
-	perRow := func(t bench.Throughput) float64 { return t.Elapsed.Seconds() / float64(max(t.Rows, 1)) }
+	leanBatch, leanFake, err := timeWakeBatches(lean.chosen().res, storeLat, sendLat)
+	if err != nil {
+		return "", err
+	}
 	getRecords := float64(wake.Stream.Count("DynamoDB Streams.GetRecords"))
 	getRecordsPerRow := getRecords / float64(max(wake.WakeDelivered, 1))
 	usages := []bench.Usage{
 		bench.WakeUsage(wake, lambdaMemoryMB, perRow(wakeFake)),
+		bench.LeanUsage(lean.chosen().res, lambdaMemoryMB, perRow(leanFake)),
 		bench.DrainUsage("Outflow, sweep", sweep, 100, lambdaMemoryMB, perRow(pipe)),
 		bench.PipesUsage(sweep, getRecordsPerRow),
 		bench.DrainUsage("naive one-at-a-time loop", naive, 100, lambdaMemoryMB, perRow(nvFake)),
 	}
+	leanRun := lean.chosen().res
+	leanGetRecords := float64(leanRun.Stream.Count("DynamoDB Streams.GetRecords"))
 
 	var doc strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&doc, format+"\n", args...) }
@@ -151,6 +155,10 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	w("Staging is included in every path. Measured against moto: the sweep drained %d rows and the naive loop %d (%s [Benchmarks](benchmarks.md)'s moto section, %d-byte items); the wake delivered %d rows staged by 4 producers over %s with no sweep running, its stream polled every 250 ms (%d GetRecords calls, %.1f records each, %d wake invocations of %.1f rows each). Write units follow the rule in [Benchmarks](benchmarks.md) (\"Write units per delivered message\"), split between the table and the due index. A due-index query is charged %.1f read units, an upper bound (a full page of 100 entries, each as large as the row, eventually consistent). Lambda duration is the function's time per row under the latency fakes (5 ms per DynamoDB call, 15 ms per SQS call, closer to AWS than moto's): %.2f ms per row for a sweep at concurrency 16, %.2f ms for a wake invocation of %d records (the run's average, timed over 20 invocations), %.1f ms for the naive loop, times %d MB (the template's default memory).",
 		sweep.Throughput.Rows, naive.Throughput.Rows, drains, sweep.ItemSize, wake.WakeDelivered, c.stageFor, int(getRecords), float64(wake.Records)/max(getRecords, 1), wake.WakeRuns, float64(wake.WakeDelivered)/float64(max(wake.WakeRuns, 1)),
 		bench.QueryRRU(100, sweep.ItemSize), 1000*perRow(pipe), 1000*perRow(wakeFake), wakeBatch, 1000*perRow(nvFake), lambdaMemoryMB)
+	w("")
+	w("The lean path is the wake's run again, on a table of its own, with the producers staging lean (`Config.Lean`: each unordered row due at once goes in with no shard, so in no index) and each row settled by %s (%s, the cheaper settle: [below](#lean-the-backstop-and-the-settle)): %d rows delivered, %d GetRecords calls, %.1f records each, %d wake invocations of %.1f rows each, timed as the wake's at %d records (%.2f ms per row). Its write units are counted from the recorded writes by the same rule, a row with no shard having no due-index entry to write or delete.",
+		lean.chosen().how, lean.chosen().retention, leanRun.WakeDelivered, int(leanGetRecords), float64(leanRun.Records)/max(leanGetRecords, 1), leanRun.WakeRuns,
+		float64(leanRun.WakeDelivered)/float64(max(leanRun.WakeRuns, 1)), leanBatch, 1000*perRow(leanFake))
 	w("")
 	w("| per message | %s |", names(usages))
 	w("| --- |%s", strings.Repeat(" --- |", len(usages)))
@@ -202,6 +210,7 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	w("Assumptions:")
 	w("")
 	w("- **Outflow, wake**: rows staged by the producer, delivered by the wake from the stream: claim, send (batched per queue), done. Lambda's event source mapping reads the stream, and AWS does not charge GetRecords made by a Lambda trigger, so the stream costs nothing; the mapping's filter drops the claim's and done's stream records before any invocation. Invocations per message depend on traffic: the run's batches held %.1f rows; at one row per invocation the Lambda request line would be $%.2f.", float64(wake.WakeDelivered)/float64(max(wake.WakeRuns, 1)), bench.PriceLambdaRequest.Each()*1e6)
+	w("- **Outflow, lean**: the same delivery with rows staged lean: staging writes the row alone (no due-index entry), and the wake's one settle (%s) touches no index, so a message costs %.2f write units against the wake's %.2f. The backstop, a scan of the table each scheduled sweep for lean rows the stream never delivered, costs by the hour, not by the message: [below](#lean-the-backstop-and-the-settle).", lean.chosen().how, usages[1].TableWRU+usages[1].IndexWRU, usages[0].TableWRU+usages[0].IndexWRU)
 	w("- **Outflow, sweep**: the same rows delivered by a scheduled sweep: one Scheduler invocation and one Lambda invocation per sweep, here spread over the drain's %d rows; a sweep that finds nothing still runs (below).", sweep.Throughput.Rows)
 	w("- **EventBridge Pipes relay**: the same staging writes (row and due-index entry, so the lines compare; a relay needs no due index and would save its write unit), the table's stream read by the pipe, one Pipes request and one SQS `SendMessage` per message (the pipe's SQS target sends each event on its own), and no done write: a relay does not settle rows, which are left to expire by TTL (TTL deletes are free, and the pipe's filter drops their stream records). Pipes is not a Lambda trigger, so its GetRecords calls are charged: taken at this run's %.4f per message (%.1f records per call); at low traffic a poller's empty calls dominate (below). No retries, dead letters or ordering are modelled.", getRecordsPerRow, float64(wake.Records)/max(getRecords, 1))
 	w("- **naive loop**: the same scheduled function running the naive dispatcher (query, then claim, send and settle one row at a time): one `SendMessage` per message.")
@@ -209,7 +218,10 @@ func writeCost(ctx context.Context, out, endpoint string, sweep, naive bench.Mot
 	w("")
 	writeTargetDollars(w, usages)
 	writeStaging(w, usages, sweep.ItemSize)
-	w("Excluded: storage (table, index, stream retention), data transfer, free tiers, CloudWatch (logs, metrics, alarms), KMS requests, the consumers' own receives and deletes (the same for every path), cold-start (init) duration, and retries or faults. Costs that do not grow with messages are left out of the table: the sweep's schedule fires every minute whether or not there is work, %d invocations a month: $%.3f of Scheduler and $%.3f of Lambda requests per partition, plus its due-index queries (at least one per shard); a Pipes poller reading an idle stream shard about four times a second, as Lambda's mapping does (an assumption: the rate is not published), would make about 10.4 million charged GetRecords a month per shard, $%.2f.",
+	if err := writeLean(w, usages, lean, c.stageFor); err != nil {
+		return "", err
+	}
+	w("Excluded: storage (table, index, stream retention; the lean section prices a tombstone's), the lean backstop (priced by the hour in its section), data transfer, free tiers, CloudWatch (logs, metrics, alarms), KMS requests, the consumers' own receives and deletes (the same for every path), cold-start (init) duration, and retries or faults. Costs that do not grow with messages are left out of the table: the sweep's schedule fires every minute whether or not there is work, %d invocations a month: $%.3f of Scheduler and $%.3f of Lambda requests per partition, plus its due-index queries (at least one per shard); a Pipes poller reading an idle stream shard about four times a second, as Lambda's mapping does (an assumption: the rate is not published), would make about 10.4 million charged GetRecords a month per shard, $%.2f.",
 		minutesPerMonth, minutesPerMonth*bench.PriceScheduler.Each(), minutesPerMonth*bench.PriceLambdaRequest.Each(), 4*secondsPerMonth*bench.PriceStreamRead.Each())
 	w("")
 	path := filepath.Join(out, costFile)
@@ -245,6 +257,25 @@ func writeTargetDollars(w func(string, ...any), usages []bench.Usage) {
 	w("")
 }
 
+// perRow is a timed run's seconds per row.
+func perRow(t bench.Throughput) float64 { return t.Elapsed.Seconds() / float64(max(t.Rows, 1)) }
+
+// timeWakeBatches times 20 wake invocations of r's mean batch under the
+// latency fakes, and returns that batch size and the timing.
+func timeWakeBatches(r bench.StreamResult, storeLat, sendLat time.Duration) (int, bench.Throughput, error) {
+	batch := max(1, int(math.Round(float64(r.WakeDelivered)/float64(max(r.WakeRuns, 1)))))
+	var fake bench.Throughput
+	for range 20 {
+		t, err := bench.WakeBatch(batch, storeLat, sendLat)
+		if err != nil {
+			return 0, fake, err
+		}
+		fake.Rows += t.Rows
+		fake.Elapsed += t.Elapsed
+	}
+	return batch, fake, nil
+}
+
 // targetLine is what a bill pays its target: SQS, SNS or EventBridge.
 func targetLine(bill []bench.LineItem) float64 {
 	t := 0.0
@@ -266,7 +297,10 @@ func writeStaging(w func(string, ...any), usages []bench.Usage, itemSize int) {
 	w("")
 	w("| path | write units, `Put` | write units, `TransactItem` | dollars, `Put` | dollars, `TransactItem` |")
 	w("| --- | --- | --- | --- | --- |")
-	for _, u := range usages[:3] {
+	for _, u := range usages {
+		if u.Name == "naive one-at-a-time loop" {
+			continue
+		}
 		tx := u.InTransaction()
 		w("| %s | %.2f | %.2f | %s | %s |", u.Name, u.TableWRU+u.IndexWRU, tx.TableWRU+tx.IndexWRU, dollars(bench.Total(u.PerMillion())), dollars(bench.Total(tx.PerMillion())))
 	}

@@ -1,6 +1,9 @@
 package bench
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // Usage is what one delivered message consumes of each billed unit, on one
 // delivery path, staging included.
@@ -198,8 +201,20 @@ func DrainUsage(name string, r MotoResult, pageSize int, memoryMB int, secondsPe
 // message, its invocations per message, and a Lambda of memoryMB running
 // secondsPerRow per row. The stream's GetRecords are Lambda's, so free.
 func WakeUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
+	return StreamUsage("Outflow, wake", r, memoryMB, secondsPerRow)
+}
+
+// LeanUsage is WakeUsage for a run whose rows were staged lean: out of the
+// due index, so its write units on the index are the ones the recorded
+// writes made there (none, when the wake settled every row).
+func LeanUsage(r StreamResult, memoryMB int, secondsPerRow float64) Usage {
+	return StreamUsage("Outflow, lean", r, memoryMB, secondsPerRow)
+}
+
+// StreamUsage is the usage, under name, of a run with the wake alone.
+func StreamUsage(name string, r StreamResult, memoryMB int, secondsPerRow float64) Usage {
 	n := float64(max(r.WakeDelivered, 1))
-	u := Usage{Name: "Outflow, wake"}
+	u := Usage{Name: name}
 	u.TableWRU, u.IndexWRU = writeUnits(r.WakeDelivered, r.Stage, r.Wake)
 	u.StageTableWRU, _ = writeUnits(r.WakeDelivered, r.Stage)
 	u.RRU = float64(r.Wake.Count("DynamoDB.GetItem")) / n
@@ -237,3 +252,87 @@ func dataRequests(r *Requests) int {
 	}
 	return n
 }
+
+// BackstopModel prices the lean backstop's scheduled runs over a table of
+// Items items: one run per sweep, every Period, each scanning up to Pages
+// pages of up to PageSize items (a page ends at 1 MB too). The scan's read
+// units grow linearly with the items it evaluates, at RRUPerItem (measured
+// on a pass: DynamoDB bills a page by the bytes of every item it read,
+// filter or not); each run also reads the backstop item (ReadsPerRun
+// consistent reads of under 4 KB, one unit each) and saves it
+// (SavesPerRun writes of under 1 KB, one unit each).
+type BackstopModel struct {
+	Items                    int
+	ItemBytes, RRUPerItem    float64
+	Pages, PageSize          int
+	ReadsPerRun, SavesPerRun float64
+	Period, Grace            time.Duration
+}
+
+// scanPageBytes is where DynamoDB ends a Scan page whatever its Limit.
+const scanPageBytes = 1 << 20
+
+// ItemsPerPage is how many items one page evaluates.
+func (m BackstopModel) ItemsPerPage() int {
+	n := m.PageSize
+	if m.ItemBytes > 0 {
+		n = min(n, int(scanPageBytes/m.ItemBytes))
+	}
+	return max(n, 1)
+}
+
+// PagesPerPass is the Scan pages of one pass over the table: at least one.
+func (m BackstopModel) PagesPerPass() int {
+	per := m.ItemsPerPage()
+	return max((m.Items+per-1)/per, 1)
+}
+
+// RunsPerPass is the runs, one per sweep, that one pass takes.
+func (m BackstopModel) RunsPerPass() int {
+	return (m.PagesPerPass() + max(m.Pages, 1) - 1) / max(m.Pages, 1)
+}
+
+// PassTime is how long a pass takes at one run per Period.
+func (m BackstopModel) PassTime() time.Duration {
+	return time.Duration(m.RunsPerPass()) * m.Period
+}
+
+// LongestWait bounds how long a row the stream missed waits before the
+// backstop puts it in the due index: the grace, before which it is not
+// taken for missed, a whole pass, if the scan had just passed its place,
+// and a period for the sweep that then runs.
+func (m BackstopModel) LongestWait() time.Duration {
+	return m.Grace + m.PassTime() + m.Period
+}
+
+// RRUPerRun is a run's read units, averaged over a pass: the scan's
+// (at least one page's minimum, half a unit) and the backstop item's read.
+func (m BackstopModel) RRUPerRun() float64 {
+	scan := max(m.RRUPerItem*float64(m.Items), ScanRRU(0, false)*float64(m.PagesPerPass()))
+	return scan/float64(m.RunsPerPass()) + m.ReadsPerRun
+}
+
+// DollarsPerHour is the backstop's cost an hour: its reads and saves.
+func (m BackstopModel) DollarsPerHour() float64 {
+	runs := float64(time.Hour) / float64(m.Period)
+	return runs * (m.RRUPerRun()*PriceRRU.Each() + m.SavesPerRun*PriceWRU.Each())
+}
+
+// PerMillion is the backstop's cost per million messages at rate messages
+// a second.
+func (m BackstopModel) PerMillion(rate float64) float64 {
+	return m.DollarsPerHour() / (rate * 3600) * 1e6
+}
+
+// StoragePerMillion is what keeping each of a million messages as an item
+// of itemBytes for retention costs in storage: DynamoDB bills an item's
+// size plus 100 bytes, per GB-month.
+func StoragePerMillion(itemBytes float64, retention time.Duration) float64 {
+	const month = 30 * 24 * time.Hour
+	gb := (itemBytes + storageOverheadBytes) / (1 << 30)
+	return 1e6 * gb * retention.Hours() / month.Hours() * PriceStorage.Dollar / PriceStorage.Per
+}
+
+// storageOverheadBytes is what DynamoDB adds to every item's size for
+// storage.
+const storageOverheadBytes = 100

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -78,8 +79,9 @@ func TestWakeFilter_PassesOnlyInsertsOfPendingRows(t *testing.T) {
 func TestWriteUnits_SplitsARowsWritesBetweenTableAndIndex(t *testing.T) {
 	t.Parallel()
 	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "r1"}}
+	item := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "r1"}, "shard": &types.AttributeValueMemberS{Value: "3"}}
 	stage, dispatch := NewRequests(), NewRequests()
-	stage.record("DynamoDB.PutItem", &dynamodb.PutItemInput{Item: key})
+	stage.record("DynamoDB.PutItem", &dynamodb.PutItemInput{Item: item})
 	dispatch.record("DynamoDB.UpdateItem", &dynamodb.UpdateItemInput{Key: key, ReturnValues: types.ReturnValueAllNew})
 	dispatch.record("DynamoDB.DeleteItem", &dynamodb.DeleteItemInput{Key: key})
 	table, index := writeUnits(1, stage, dispatch)
@@ -131,4 +133,46 @@ func TestWriteUnitsBySize_GivesTheMeasuredFiguresAndGrowsWithTheItem(t *testing.
 		table, index := WriteUnitsBySize(c.bytes, c.ordered, c.transact)
 		require.InDelta(t, c.want, table+index, 1e-9, "%d bytes, ordered %v, transact %v", c.bytes, c.ordered, c.transact)
 	}
+}
+
+func TestScanRRU_IsHalfAUnitPerStarted4KBOfThePage(t *testing.T) {
+	t.Parallel()
+	require.InDelta(t, 0.5, ScanRRU(0, false), 1e-9, "an empty page still reads")
+	require.InDelta(t, 0.5, ScanRRU(4096, false), 1e-9)
+	require.InDelta(t, 1, ScanRRU(4097, false), 1e-9)
+	require.InDelta(t, 38.5, ScanRRU(315*1000, false), 1e-9, "a page of 1,000 items of 315 bytes: 77 started 4 KB")
+	require.InDelta(t, 77, ScanRRU(315*1000, true), 1e-9)
+}
+
+func TestBackstopModel_CapsASweepsReadsAndGrowsThePass(t *testing.T) {
+	t.Parallel()
+	m := BackstopModel{ItemBytes: 350, RRUPerItem: 0.043, Pages: 4, PageSize: 1000, ReadsPerRun: 1, SavesPerRun: 1,
+		Period: time.Minute, Grace: 15 * time.Second}
+	small, big := m, m
+	small.Items, big.Items = 2500, 1_000_000
+	require.Equal(t, 3, small.PagesPerPass())
+	require.Equal(t, 1, small.RunsPerPass(), "one sweep reads the whole table")
+	require.InDelta(t, 2500*0.043+1, small.RRUPerRun(), 1e-9)
+	require.Equal(t, 1000, big.PagesPerPass())
+	require.Equal(t, 250, big.RunsPerPass())
+	require.InDelta(t, 4000*0.043+1, big.RRUPerRun(), 1e-9, "four full pages a sweep")
+	require.Equal(t, 15*time.Second+250*time.Minute+time.Minute, big.LongestWait())
+	perHour := 60 * ((4000*0.043+1)*0.125 + 0.625) / 1e6
+	require.InDelta(t, perHour, big.DollarsPerHour(), 1e-12)
+	require.InDelta(t, perHour/(10*3600)*1e6, big.PerMillion(10), 1e-12)
+
+	empty := m
+	require.Equal(t, 1, empty.PagesPerPass(), "an empty table is still a page")
+	require.InDelta(t, 0.5+1, empty.RRUPerRun(), 1e-9, "a page's least: half a unit")
+
+	large := m
+	large.Items, large.ItemBytes = 10_000, 4000
+	require.Equal(t, 262, large.ItemsPerPage(), "a page ends at 1 MB")
+}
+
+func TestStoragePerMillion_IsTheItemAndItsOverheadForTheRetention(t *testing.T) {
+	t.Parallel()
+	// A million 924-byte items (1,024 with the overhead) kept 30 days.
+	require.InDelta(t, 1e6*1024/float64(1<<30)*0.25, StoragePerMillion(924, 30*24*time.Hour), 1e-9)
+	require.InDelta(t, 1e6*1024/float64(1<<30)*0.25/30, StoragePerMillion(924, 24*time.Hour), 1e-9)
 }

@@ -75,7 +75,13 @@ func noCRC(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
 // dispatcher is the store and deliverer the functions build, over cfg
 // (whose instrumentation counts their requests).
 func dispatcher(cfg aws.Config, table string, shards int, routes delivery.Routes) (*dynamo.Store, *delivery.Router, error) {
-	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: shards, DoneRetention: dynamo.DefaultDoneRetention})
+	return dispatcherKeeping(cfg, table, shards, routes, dynamo.DefaultDoneRetention)
+}
+
+// dispatcherKeeping is dispatcher keeping delivered rows as done for
+// retention (OUTFLOW_DONE_RETENTION; 0 deletes them).
+func dispatcherKeeping(cfg aws.Config, table string, shards int, routes delivery.Routes, retention time.Duration) (*dynamo.Store, *delivery.Router, error) {
+	store, err := dynamo.New(dynamodb.NewFromConfig(cfg, noCRC), dynamo.Config{Table: table, Shards: shards, DoneRetention: retention})
 	if err != nil {
 		return nil, nil, err
 	}

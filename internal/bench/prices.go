@@ -28,6 +28,7 @@ const (
 // The pages the prices were read from.
 const (
 	srcDynamoDB     = "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+	srcItemSizes    = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html"
 	srcTransactions = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html"
 	srcSQS          = "https://aws.amazon.com/sqs/pricing/"
 	srcSNS          = "https://aws.amazon.com/sns/pricing/"
@@ -42,6 +43,8 @@ var (
 		Note: "one per KB written, per table or index write; twice for a write inside a transaction", Source: srcDynamoDB + " and " + srcTransactions}
 	PriceRRU = Price{Item: "DynamoDB on-demand read request unit", Dollar: 0.125, Per: 1e6, Unit: "RRU",
 		Note: "a consistent read of up to 4 KB; an eventually consistent one is half", Source: srcDynamoDB}
+	PriceStorage = Price{Item: "DynamoDB data storage, Standard table class", Dollar: 0.25, Per: 1, Unit: "GB-month",
+		Note: "an item's size plus 100 bytes of overhead; the first 25 GB a month are free", Source: srcDynamoDB + " and " + srcItemSizes}
 	PriceStreamRead = Price{Item: "DynamoDB Streams read request unit", Dollar: 0.02, Per: 1e5, Unit: "GetRecords",
 		Note: "free for GetRecords made by a Lambda trigger (event source mapping)", Source: srcDynamoDB}
 	PriceSQSStandard = Price{Item: "SQS standard queue request", Dollar: 0.40, Per: 1e6, Unit: "request",
@@ -61,4 +64,4 @@ var (
 )
 
 // Prices lists every price the model uses, for the doc.
-var Prices = []Price{PriceWRU, PriceRRU, PriceStreamRead, PriceSQSStandard, PriceSQSFIFO, PriceSNS, PriceEventBridgeEvent, PriceLambdaRequest, PriceLambdaARM, PriceScheduler, PricePipes}
+var Prices = []Price{PriceWRU, PriceRRU, PriceStorage, PriceStreamRead, PriceSQSStandard, PriceSQSFIFO, PriceSNS, PriceEventBridgeEvent, PriceLambdaRequest, PriceLambdaARM, PriceScheduler, PricePipes}

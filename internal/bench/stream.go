@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -54,6 +55,14 @@ type StreamConfig struct {
 	// wake claims every row, as it did before its claim-free path: the
 	// two are measured side by side.
 	ClaimedWake bool
+	// Lean has the producers stage with Config.Lean: every unordered row
+	// due at once goes in with no shard, out of the due index, and the
+	// wake settles it with one write that touches no index.
+	Lean bool
+	// DeleteDone settles delivered rows with a delete (the dispatcher's
+	// OUTFLOW_DONE_RETENTION=0) rather than keeping each as done, a
+	// tombstone, for the default retention.
+	DeleteDone bool
 	// Timeout bounds the whole run; rows not delivered by then are an
 	// error.
 	Timeout time.Duration
@@ -87,6 +96,11 @@ type StreamResult struct {
 	Records, WakeRecords int
 	// Duplicates are rows a consumer received more than once.
 	Duplicates int
+	// Kept counts the delivered rows still in the table when the run
+	// ended, read back on an uncounted client (tombstones: none when
+	// DeleteDone), and KeptBytes their mean size by ItemSize.
+	Kept      int
+	KeptBytes float64
 }
 
 // Conflicts is Result.Conflicts summed over both paths.
@@ -173,7 +187,11 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 			return nil, err
 		}
 		refusals.Instrument(&cfg)
-		store, sender, err := dispatcher(cfg, table, c.Shards, routes)
+		retention := dynamo.DefaultDoneRetention
+		if c.DeleteDone {
+			retention = 0
+		}
+		store, sender, err := dispatcherKeeping(cfg, table, c.Shards, routes, retention)
 		if err != nil {
 			return nil, err
 		}
@@ -345,16 +363,30 @@ func RunStream(ctx context.Context, endpoint string, c StreamConfig) (res Stream
 	wg.Wait()
 	res.Delivered = int(delivered.Load())
 	// The write-unit arithmetic sizes every write by its row's staged
-	// item, which only the staging counter saw.
-	res.Stage.mu.Lock()
-	sizes := maps.Clone(res.Stage.sizes)
-	res.Stage.mu.Unlock()
+	// item, and indexes it as staged, which only the staging counter saw.
 	for _, r := range []*Requests{res.Wake, res.Sweep} {
-		r.mu.Lock()
-		maps.Copy(r.sizes, sizes)
-		r.mu.Unlock()
+		r.StagedBy(res.Stage)
 	}
-	return res, nil
+	res.Kept, res.KeptBytes, err = keptRows(ctx, dynamodb.NewFromConfig(consumerCfg, noCRC), table, min(c.Rows, 50))
+	return res, err
+}
+
+// keptRows reads the first n rows back, with consistent reads, and
+// returns how many are still in the table and their mean size.
+func keptRows(ctx context.Context, api *dynamodb.Client, table string, n int) (kept int, meanBytes float64, err error) {
+	total := 0
+	for i := range n {
+		out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]dynamotypes.AttributeValue{dynamo.AttrKey: &dynamotypes.AttributeValueMemberS{Value: Key(i)}}})
+		if err != nil {
+			return 0, 0, fmt.Errorf("read back row %s: %w", Key(i), err)
+		}
+		if len(out.Item) > 0 {
+			kept++
+			total += ItemSize(out.Item)
+		}
+	}
+	return kept, float64(total) / float64(max(kept, 1)), nil
 }
 
 // wakeFilter is the template's filter on the wake's stream mapping: an
@@ -370,7 +402,7 @@ func wakeFilter(rec streamtypes.Record) bool {
 // stage runs c.Producers producers, each staging its share of c.Rows in
 // small batches, paced to spread the rows evenly over c.Stage.
 func stage(ctx context.Context, client *dynamodb.Client, table string, c StreamConfig, staged func([]outflow.Row, time.Time)) error {
-	pcfg := outflow.Config{Table: table, Shards: c.Shards, Ordered: []string{}}
+	pcfg := outflow.Config{Table: table, Shards: c.Shards, Ordered: []string{}, Lean: c.Lean}
 	if c.Ordered {
 		pcfg.Ordered = []string{FIFOQueue}
 	}

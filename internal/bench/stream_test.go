@@ -29,3 +29,33 @@ func TestRunStream_DeliversEveryRowOnceAndCountsRefusalsAlike(t *testing.T) {
 	require.Len(t, res.Kinds, 60)
 	require.Positive(t, res.Stream.Count("DynamoDB Streams.GetRecords"))
 }
+
+// TestRunStream_LeanRowsCostTheTableAloneAndSettleAsConfigured runs the
+// wake alone over rows staged lean, kept as done or deleted: every row is
+// delivered by the wake, claim-free; staging and settle write no index, 2
+// write units a message; a kept row is still in the table, a deleted one
+// is not.
+func TestRunStream_LeanRowsCostTheTableAloneAndSettleAsConfigured(t *testing.T) {
+	t.Parallel()
+	for _, del := range []bool{false, true} {
+		res, err := bench.RunStream(context.Background(), awstest.Endpoint(), bench.StreamConfig{
+			Rows: 40, Stage: time.Second, Producers: 2, Shards: 8, Poll: 100 * time.Millisecond, BatchSize: 100,
+			Lean: true, DeleteDone: del, Timeout: 2 * time.Minute,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 40, res.WakeDelivered)
+		require.Zero(t, res.Duplicates)
+		require.Equal(t, map[string]int{"settle": 40}, res.Wake.Writes(), "one settle a row, no claim")
+		u := bench.LeanUsage(res, 256, 0.001)
+		require.InDelta(t, 2, u.TableWRU, 1e-9, "stage 1, settle 1")
+		require.Zero(t, u.IndexWRU)
+		if del {
+			require.Equal(t, 40, res.Wake.Count("DynamoDB.DeleteItem"))
+			require.Zero(t, res.Kept)
+		} else {
+			require.Equal(t, 40, res.Wake.Count("DynamoDB.UpdateItem"))
+			require.Equal(t, 40, res.Kept)
+			require.Greater(t, res.KeptBytes, 300.0)
+		}
+	}
+}

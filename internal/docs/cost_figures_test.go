@@ -29,14 +29,18 @@ var comparisonFigures = []costCell{
 	// The table's row: dollars per million messages.
 	{"Dollars per million messages", "total", "Outflow, wake"},
 	{"Dollars per million messages", "total", "Outflow, sweep"},
+	{"Dollars per million messages", "total", "Outflow, lean"},
 	{"Dollars per million messages", "total", "EventBridge Pipes relay"},
-	// Write units per message: the relay's, then Outflow's, table and index.
+	// Write units per message: the relay's, then Outflow's, table and
+	// index; lean's none on the index.
 	{"What each path uses per message", "write units, table", "EventBridge Pipes relay"},
 	{"What each path uses per message", "write units, due index", "EventBridge Pipes relay"},
 	{"What each path uses per message", "write units, table", "Outflow, wake"},
 	{"What each path uses per message", "write units, due index", "Outflow, wake"},
 	{"What each path uses per message", "write units, table", "Outflow, sweep"},
 	{"What each path uses per message", "write units, due index", "Outflow, sweep"},
+	{"What each path uses per message", "write units, table", "Outflow, lean"},
+	{"What each path uses per message", "write units, due index", "Outflow, lean"},
 	// SQS requests per message.
 	{"What each path uses per message", "SQS requests", "Outflow, wake"},
 	{"What each path uses per message", "SQS requests", "Outflow, sweep"},
@@ -44,6 +48,7 @@ var comparisonFigures = []costCell{
 	// Staged inside the business transaction.
 	{"Staging in the business transaction", "Outflow, wake", "dollars, `TransactItem`"},
 	{"Staging in the business transaction", "Outflow, sweep", "dollars, `TransactItem`"},
+	{"Staging in the business transaction", "Outflow, lean", "dollars, `TransactItem`"},
 	{"Staging in the business transaction", "EventBridge Pipes relay", "dollars, `TransactItem`"},
 	// The naive loop.
 	{"Dollars per million messages", "total", "naive one-at-a-time loop"},
@@ -61,8 +66,27 @@ func TestReadme_ComparisonQuotesEveryCostFigureFromDocsCost(t *testing.T) {
 	s := section(readme, comparisonHeading)
 	require.NotEmpty(t, s, "README.md has no section %q", comparisonHeading)
 	require.Contains(t, s, "`Put` staging", "the section names the staging mode its table's figures share")
-	require.Len(t, figure.FindAllString(s, -1), 16, "the section quotes 16 figures: 3 in its table, 13 in its prose")
+	require.Len(t, figure.FindAllString(s, -1), 20, "the section quotes 20 figures: 4 in its table, 16 in its prose")
 	require.NoError(t, checkFigures(s, cost, comparisonFigures))
+}
+
+// TestDocsCost_LeanWritesNoDueIndexAndMeetsItsGoal reads the lean path's
+// figures in docs/cost.md: its rows are staged and settled outside the due
+// index, and a million messages to an SQS standard queue with `Put`
+// staging cost at most its goal, $1.45.
+func TestDocsCost_LeanWritesNoDueIndexAndMeetsItsGoal(t *testing.T) {
+	t.Parallel()
+	tables := costTables(readRepoFile(t, "docs/cost.md"))
+	uses := tables["What each path uses per message"]
+	require.Equal(t, "0.00", uses["write units, due index"]["Outflow, lean"])
+	require.Equal(t, "2.00", uses["write units, table"]["Outflow, lean"])
+	total := tables["Dollars per million messages"]["total"]["Outflow, lean"]
+	var dollars float64
+	_, err := fmt.Sscanf(total, "$%f", &dollars)
+	require.NoError(t, err, "lean's total %q", total)
+	require.LessOrEqual(t, dollars, 1.45)
+	require.Equal(t, total, tables["Staging in the business transaction"]["Outflow, lean"]["dollars, `Put`"])
+	require.Contains(t, tables["Dollars per million messages, by target"]["SQS standard queue"]["Outflow, lean"], total+" (")
 }
 
 // TestCheckFigures_FailsWhenAQuotedFigureDiffersFromDocsCost feeds the
@@ -85,9 +109,11 @@ func TestCheckFigures_FailsWhenAQuotedFigureDiffersFromDocsCost(t *testing.T) {
 		{"as written", same, same, ""},
 		{"a dollar figure altered", replace("$2.60", "$2.61"), same, "figure 1 is $2.61, docs/cost.md states $2.60"},
 		{"another staging mode's figure", replace("$2.60 (wake)", "$3.22 (wake)"), same, "figure 1 is $3.22, docs/cost.md states $2.60"},
-		{"a per-message figure altered", replace("0.207", "0.205"), same, "figure 10 is 0.205, docs/cost.md states 0.207"},
-		{"a figure dropped", replace("costs $3.62", "costs more"), same, "quotes 15 figures"},
-		{"a figure added", replace("costs $3.62", "costs $3.62, $1.00 more"), same, "quotes 17 figures"},
+		{"a per-message figure altered", replace("0.202", "0.205"), same, "figure 13 is 0.205, docs/cost.md states 0.202"},
+		{"lean's figure altered", replace("$1.35 (lean)", "$1.36 (lean)"), same, "figure 3 is $1.36, docs/cost.md states $1.35"},
+		{"the wake's figure quoted for lean", replace("$1.35 (lean)", "$2.60 (lean)"), same, "figure 3 is $2.60, docs/cost.md states $1.35"},
+		{"a figure dropped", replace("costs $3.62", "costs more"), same, "quotes 19 figures"},
+		{"a figure added", replace("costs $3.62", "costs $3.62, $1.00 more"), same, "quotes 21 figures"},
 		{"no figures at all", func(string) string { return comparisonHeading }, same, "quotes 0 figures"},
 		{"docs/cost.md rerun", same, replace("**$2.60**", "**$2.70**"), "figure 1 is $2.60, docs/cost.md states $2.70"},
 	} {
