@@ -37,7 +37,6 @@ const (
 	attrAuditPass     = "pass_stray"
 	attrAuditLastPass = "last_pass_stray"
 	attrAuditTotal    = "stray_total"
-	attrAuditVersion  = "version"
 )
 
 // Default audit budget: one page of 1,000 due-index entries per run, moves
@@ -368,36 +367,25 @@ func (s *Store) Audited(ctx context.Context) (AuditCounts, error) {
 // loadAudit reads the audit item.
 func (s *Store) loadAudit(ctx context.Context, consistent bool) (auditState, error) {
 	var st auditState
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.cfg.Table), Key: keyOf(AuditKey), ConsistentRead: aws.Bool(consistent),
-	})
+	item, err := s.readStateItem(ctx, AuditKey, "audit", consistent)
 	if err != nil {
-		return st, fmt.Errorf("read the audit item: %w", err)
+		return st, err
 	}
-	num := func(name string) int64 {
-		if n, ok := out.Item[name].(*types.AttributeValueMemberN); ok {
-			v, _ := strconv.ParseInt(n.Value, 10, 64)
-			return v
-		}
-		return 0
-	}
-	if c, ok := out.Item[attrAuditCursor].(*types.AttributeValueMemberM); ok {
+	if c, ok := item[attrAuditCursor].(*types.AttributeValueMemberM); ok {
 		st.cursor = c.Value
 	}
-	st.ThisPass, st.LastPass, st.Total = int(num(attrAuditPass)), int(num(attrAuditLastPass)), int(num(attrAuditTotal))
-	st.version, st.Midway = num(attrAuditVersion), st.cursor != nil
+	st.ThisPass, st.LastPass, st.Total = int(stateNum(item, attrAuditPass)), int(stateNum(item, attrAuditLastPass)), int(stateNum(item, attrAuditTotal))
+	st.version, st.Midway = stateNum(item, attrStateVersion), st.cursor != nil
 	return st, nil
 }
 
-// saveAudit writes the audit item, if it is still as st read it.
+// saveAudit writes the audit item, if it is still as st read it. The
+// rows are moved whether or not the save holds, and no later run finds
+// them again: when it does not, their total goes in on its own,
+// unconditionally (after a save that timed out but was applied, twice;
+// never dropped).
 func (s *Store) saveAudit(ctx context.Context, st auditState, cursor map[string]types.AttributeValue, pass, lastPass, found int) error {
-	version := expression.Name(attrAuditVersion)
-	cond := expression.AttributeNotExists(version)
-	if st.version != 0 {
-		cond = version.Equal(expression.Value(st.version))
-	}
-	upd := expression.Set(version, expression.Value(st.version+1)).
-		Set(expression.Name(attrAuditPass), expression.Value(pass)).
+	upd := expression.Set(expression.Name(attrAuditPass), expression.Value(pass)).
 		Set(expression.Name(attrAuditLastPass), expression.Value(lastPass)).
 		Add(expression.Name(attrAuditTotal), expression.Value(found))
 	if len(cursor) > 0 {
@@ -405,52 +393,11 @@ func (s *Store) saveAudit(ctx context.Context, st auditState, cursor map[string]
 	} else {
 		upd = upd.Remove(expression.Name(attrAuditCursor))
 	}
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return fmt.Errorf("build audit save: %w", err)
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: keyOf(AuditKey),
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err == nil {
-		return nil
-	}
-	// The rows are moved whether or not the save holds, and no later run
-	// finds them again: their total goes in on its own, unconditionally.
-	var ccf *types.ConditionalCheckFailedException
-	conflict := errors.As(err, &ccf)
-	if !conflict {
-		err = fmt.Errorf("save the audit item: %w", err)
-	} else {
-		err = nil // a concurrent run saved first: its place stands
-	}
-	if found > 0 {
-		if addErr := s.addAuditTotal(ctx, found); addErr != nil {
-			err = errors.Join(err, addErr)
-		}
+	overtaken, err := s.saveStateItem(ctx, AuditKey, "audit", st.version, upd)
+	if (overtaken || err != nil) && found > 0 {
+		err = errors.Join(err, s.updateStateItem(ctx, AuditKey, "audit", expression.Add(expression.Name(attrAuditTotal), expression.Value(found))))
 	}
 	return err
-}
-
-// addAuditTotal adds found to the audit item's total, whatever its
-// version: the fallback of a save that did not hold. After a save that
-// timed out but was applied the total counts those rows twice; it never
-// drops them.
-func (s *Store) addAuditTotal(ctx context.Context, found int) error {
-	expr, err := expression.NewBuilder().WithUpdate(expression.Add(expression.Name(attrAuditTotal), expression.Value(found))).Build()
-	if err != nil {
-		return fmt.Errorf("build audit total: %w", err)
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: keyOf(AuditKey), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil {
-		return fmt.Errorf("add to the audit total: %w", err)
-	}
-	return nil
 }
 
 // rawValue is an attribute value the expression builder stores as it is.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 	"time"
 
@@ -44,7 +43,6 @@ const (
 	attrBackstopTotal         = "found_total"
 	attrBackstopLongest       = "longest_wait_ms"
 	attrBackstopLeanAt        = "lean_at"
-	attrBackstopVersion       = "version"
 )
 
 // Default backstop budget: four Scan pages of up to 1,000 items each per
@@ -167,19 +165,8 @@ func (b *Backstop) due(st backstopState, now time.Time) bool {
 // moves the item's version, so a backstop run that read the item before
 // cannot save over it.
 func (s *Store) NoteLean(ctx context.Context, now time.Time) error {
-	expr, err := expression.NewBuilder().WithUpdate(expression.Set(expression.Name(attrBackstopLeanAt), expression.Value(now.UnixMilli())).
-		Add(expression.Name(attrBackstopVersion), expression.Value(1))).Build()
-	if err != nil {
-		return fmt.Errorf("build backstop note: %w", err)
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: keyOf(BackstopKey), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil {
-		return fmt.Errorf("note lean in the backstop item: %w", err)
-	}
-	return nil
+	return s.updateStateItem(ctx, BackstopKey, "backstop", expression.Set(expression.Name(attrBackstopLeanAt), expression.Value(now.UnixMilli())).
+		Add(expression.Name(attrStateVersion), expression.Value(1)))
 }
 
 // Run scans the next pages of the table, from where the last run stopped,
@@ -393,42 +380,28 @@ func (s *Store) Backstopped(ctx context.Context) (BackstopCounts, error) {
 // loadBackstop reads the backstop item.
 func (s *Store) loadBackstop(ctx context.Context, consistent bool) (backstopState, error) {
 	var st backstopState
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.cfg.Table), Key: keyOf(BackstopKey), ConsistentRead: aws.Bool(consistent),
-	})
+	item, err := s.readStateItem(ctx, BackstopKey, "backstop", consistent)
 	if err != nil {
-		return st, fmt.Errorf("read the backstop item: %w", err)
+		return st, err
 	}
-	num := func(name string) int64 {
-		if n, ok := out.Item[name].(*types.AttributeValueMemberN); ok {
-			v, _ := strconv.ParseInt(n.Value, 10, 64)
-			return v
-		}
-		return 0
-	}
-	if c, ok := out.Item[attrBackstopCursor].(*types.AttributeValueMemberM); ok {
+	num := func(name string) int64 { return stateNum(item, name) }
+	if c, ok := item[attrBackstopCursor].(*types.AttributeValueMemberM); ok {
 		st.cursor = c.Value
 	}
 	st.ThisPass, st.LastPass, st.Total = int(num(attrBackstopPass)), int(num(attrBackstopLastPass)), int(num(attrBackstopTotal))
 	st.LongestWait = time.Duration(num(attrBackstopLongest)) * time.Millisecond
 	st.PassStarted, st.LastPassStarted = fromMs(num(attrBackstopPassStart)), fromMs(num(attrBackstopLastPassStart))
 	st.LastPassEnded, st.LeanAt = fromMs(num(attrBackstopLastPassEnd)), fromMs(num(attrBackstopLeanAt))
-	st.version = num(attrBackstopVersion)
+	st.version = num(attrStateVersion)
 	return st, nil
 }
 
 // saveBackstop writes next as the backstop item, if it is still as st
 // read it. When an overlapping run saved first, its place stands, and
-// the rows this run indexed go into the total on their own, as the
-// audit's do.
+// the rows this run indexed go into the total on their own, with the time
+// lean was seen, as the audit's do.
 func (s *Store) saveBackstop(ctx context.Context, st, next backstopState, found int) error {
-	version := expression.Name(attrBackstopVersion)
-	cond := expression.AttributeNotExists(version)
-	if st.version != 0 {
-		cond = version.Equal(expression.Value(st.version))
-	}
-	upd := expression.Set(version, expression.Value(st.version+1)).
-		Set(expression.Name(attrBackstopPass), expression.Value(next.ThisPass)).
+	upd := expression.Set(expression.Name(attrBackstopPass), expression.Value(next.ThisPass)).
 		Set(expression.Name(attrBackstopLastPass), expression.Value(next.LastPass)).
 		Set(expression.Name(attrBackstopLongest), expression.Value(next.LongestWait.Milliseconds())).
 		Add(expression.Name(attrBackstopTotal), expression.Value(found))
@@ -447,36 +420,10 @@ func (s *Store) saveBackstop(ctx context.Context, st, next backstopState, found 
 	} else {
 		upd = upd.Remove(expression.Name(attrBackstopCursor))
 	}
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return fmt.Errorf("build backstop save: %w", err)
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: keyOf(BackstopKey),
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
-		return nil
-	case !errors.As(err, &ccf):
-		err = fmt.Errorf("save the backstop item: %w", err)
-	default:
-		err = nil
-	}
-	if found > 0 {
-		add, berr := expression.NewBuilder().WithUpdate(expression.Add(expression.Name(attrBackstopTotal), expression.Value(found)).
-			Set(expression.Name(attrBackstopLeanAt), expression.Value(next.LeanAt.UnixMilli()))).Build()
-		if berr != nil {
-			return errors.Join(err, fmt.Errorf("build backstop total: %w", berr))
-		}
-		if _, aerr := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(s.cfg.Table), Key: keyOf(BackstopKey), UpdateExpression: add.Update(),
-			ExpressionAttributeNames: add.Names(), ExpressionAttributeValues: add.Values(),
-		}); aerr != nil {
-			err = errors.Join(err, fmt.Errorf("add to the backstop total: %w", aerr))
-		}
+	overtaken, err := s.saveStateItem(ctx, BackstopKey, "backstop", st.version, upd)
+	if (overtaken || err != nil) && found > 0 {
+		err = errors.Join(err, s.updateStateItem(ctx, BackstopKey, "backstop", expression.Add(expression.Name(attrBackstopTotal), expression.Value(found)).
+			Set(expression.Name(attrBackstopLeanAt), expression.Value(next.LeanAt.UnixMilli()))))
 	}
 	return err
 }
