@@ -161,6 +161,7 @@ func (a *app) sweepCommand() *cobra.Command {
 			s := telemetry.NewSummary("sweep", res)
 			s.MissedRows, s.MissedRowWaitMs = missed.Indexed, missed.LongestWait.Milliseconds()
 			s.Errors += missed.Errors
+			s.DeadLettered += missed.DeadLettered
 			if part.Count > 1 {
 				s.Partition = part.String()
 			}
@@ -176,47 +177,38 @@ func (a *app) sweepCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&grace, "wake-grace", false, "leave young rows to the wake, as the scheduled sweep does")
 	cmd.Flags().StringVar(&partition, "partition", "", "sweep only partition I of K, \"I/K\", the shards s with s mod K = I, as one of the sweep function's OUTFLOW_SWEEP_PARTITIONS sweeps does (default: every shard)")
 	durationVar(cmd.Flags(), &timeout, "timeout", 0, "stop the sweep after this long, as the function's timeout does; shorter than the lease (default: the lease less the deadline margin)")
-	cmd.Flags().BoolVar(&withBackstop, "backstop", false, "first run the lean backstop over the whole table, as the sweep function does a few pages at a time: every pending or claimed row with no shard older than the wake grace goes into the due index, and this sweep delivers it (a lean stack whose stream was down; costs a Scan of the table)")
+	cmd.Flags().BoolVar(&withBackstop, "backstop", false, "first run the lean backstop over the whole table, from its start, where the sweep function reads a few pages a sweep: every pending or claimed row with no shard (older than the wake grace with --wake-grace) goes into the due index, and this sweep delivers it (a lean stack whose stream was down; costs a Scan of the whole table)")
 	cmd.Flags().BoolVar(&withAudit, "audit", false, "first audit the due index for stray rows, as the sweep function does: moves every row whose shard is not 0..--shards-1, so --shards must be the dispatcher's")
 	return cmd
 }
 
-// backstopPass runs the lean backstop until its pass over the table ends
-// or ctx does, each run within its share of the time left: what an
-// operator draining a lean stack by hand wants, all of it now, where the
-// sweep function reads a few pages a sweep. It runs whatever OUTFLOW_LEAN
-// says: asked for, it runs.
+// backstopPass runs one whole pass of the lean backstop over the table,
+// from its start (whatever place the sweep function's runs have reached)
+// to its end or ctx's: what an operator draining a lean stack by hand
+// wants, where the sweep function reads a few pages a sweep. It runs
+// whatever OUTFLOW_LEAN says, and turns the function's backstop on only
+// if it finds rows (then there are lean rows). Its age threshold is this
+// sweep's wake grace: none unless --wake-grace.
 func (a *app) backstopPass(ctx context.Context, client *dynamodb.Client, cfg config.Config, log *slog.Logger) dynamo.BackstopResult {
-	var sum dynamo.BackstopResult
 	b, err := dynamo.NewBackstop(dynamo.WithAuditCallTimeout(client, cfg.Policy.CallTimeout()), cfg.Store, cfg.Policy.WakeGrace, false)
 	if err != nil {
 		log.WarnContext(ctx, "lean backstop failed", "error", err)
-		sum.Errors++
-		return sum
+		return dynamo.BackstopResult{Errors: 1}
 	}
-	// Forced, not lean: a pass by hand on a table that never ran lean
-	// must not start the sweep function's backstop for good (a row it
-	// finds does: there are lean rows).
-	b.Pages, b.Force = cfg.BackstopPages, true
-	for ctx.Err() == nil {
-		res, err := b.Run(ctx, a.now())
-		for _, key := range res.Keys {
-			log.WarnContext(ctx, "lean row the stream never delivered: put in the due index", "key", key)
-		}
-		sum.Indexed, sum.Errors = sum.Indexed+res.Indexed, sum.Errors+res.Errors
-		sum.LongestWait = max(sum.LongestWait, res.LongestWait)
-		if err != nil {
-			if res.Errors == 0 {
-				sum.Errors++
-			}
-			log.WarnContext(ctx, "lean backstop failed", "error", err)
-			return sum
-		}
-		if res.PassDone {
-			return sum
-		}
+	res, err := b.Pass(ctx, a.now())
+	for _, key := range res.Keys {
+		log.WarnContext(ctx, "lean row the stream never delivered: put in the due index", "key", key)
 	}
-	return sum
+	for _, key := range res.Refused {
+		log.WarnContext(ctx, "row with no shard DynamoDB will not index: dead-lettered with the reason", "key", key)
+	}
+	if err != nil {
+		if res.Errors == 0 {
+			res.Errors++
+		}
+		log.WarnContext(ctx, "lean backstop failed", "error", err)
+	}
+	return res
 }
 
 func printSummary(w io.Writer, s telemetry.Summary) {

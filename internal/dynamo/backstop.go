@@ -120,6 +120,12 @@ type BackstopResult struct {
 	Indexed, Changed, Errors int
 	// Keys lists the rows indexed, in scan order, for the log.
 	Keys []string
+	// DeadLettered counts the items DynamoDB refused the index write for
+	// good (an item at its size limit has no room for a shard), each
+	// dead-lettered with the reason instead, so none holds the pass; Refused
+	// names them.
+	DeadLettered int
+	Refused      []string
 	// LongestWait is the oldest indexed row's age: how long the stream's
 	// miss had held it back.
 	LongestWait time.Duration
@@ -192,13 +198,67 @@ func (b *Backstop) Run(ctx context.Context, now time.Time) (BackstopResult, erro
 	if next.cursor == nil {
 		next.PassStarted = now
 	}
+	var errs []error
+	next.cursor, res.PassDone, errs = b.pages(ctx, work, next.cursor, now, b.Pages, &res)
+	if res.PassDone {
+		next.LastPass, next.ThisPass = next.ThisPass+res.Indexed, 0
+		next.LastPassStarted, next.LastPassEnded, next.PassStarted = next.PassStarted, now, time.Time{}
+	} else {
+		next.ThisPass += res.Indexed
+	}
+	next.Total += res.Indexed
+	next.LongestWait = max(next.LongestWait, res.LongestWait)
+	if b.Lean || res.Indexed > 0 {
+		next.LeanAt = now
+	}
+	if maps.EqualFunc(next.cursor, st.cursor, sameValue) && next.BackstopCounts == st.BackstopCounts {
+		return res, errors.Join(errs...)
+	}
+	if err := b.saveBackstop(ctx, st, next, res.Indexed); err != nil {
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+// Pass scans the whole table from its start, whatever place the
+// scheduled runs have reached and whatever Lean says, until the end or
+// ctx's: an operator's pass by hand (outflow sweep --backstop). It keeps
+// a place of its own and leaves theirs; the rows it indexes go into the
+// item's total, and mark the table as having lean rows (LeanAt), so the
+// scheduled backstop runs from then on. PassDone reports it reached the
+// end.
+func (b *Backstop) Pass(ctx context.Context, now time.Time) (BackstopResult, error) {
+	res := BackstopResult{Ran: true}
+	var cursor map[string]types.AttributeValue
+	var errs []error
+	for ctx.Err() == nil && !res.PassDone {
+		var pageErrs []error
+		cursor, res.PassDone, pageErrs = b.pages(ctx, ctx, cursor, now, 1, &res)
+		if errs = append(errs, pageErrs...); len(pageErrs) > 0 {
+			break
+		}
+	}
+	if res.Indexed > 0 {
+		if err := b.updateStateItem(ctx, BackstopKey, "backstop", expression.Add(expression.Name(attrBackstopTotal), expression.Value(res.Indexed)).
+			Set(expression.Name(attrBackstopLeanAt), expression.Value(now.UnixMilli()))); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// pages scans up to n pages of the table from cursor, indexing each
+// missed row found, and adds what it did to res. It returns the place to
+// go on from, which never passes an item whose write failed or was not
+// begun (the next scan reads it again), and whether the table ended.
+func (b *Backstop) pages(ctx, work context.Context, cursor map[string]types.AttributeValue, now time.Time, n int, res *BackstopResult) (map[string]types.AttributeValue, bool, []error) {
 	cutoff := now.Add(-b.After).UnixMilli()
 	var errs []error
-	for range b.Pages {
+	for range n {
 		if work.Err() != nil {
 			break
 		}
-		out, err := b.api.Scan(work, b.scanInput(next.cursor, cutoff))
+		out, err := b.api.Scan(work, b.scanInput(cursor, cutoff))
 		if err != nil {
 			if work.Err() == nil {
 				errs = append(errs, fmt.Errorf("backstop scan of the table: %w", err))
@@ -218,6 +278,9 @@ func (b *Backstop) Run(ctx context.Context, now time.Time) (BackstopResult, erro
 				res.Indexed++
 				res.Keys = append(res.Keys, o.key)
 				res.LongestWait = max(res.LongestWait, o.waited)
+			case "dead-lettered":
+				res.DeadLettered++
+				res.Refused = append(res.Refused, o.key)
 			case "changed":
 				res.Changed++
 			case "error":
@@ -230,34 +293,15 @@ func (b *Backstop) Run(ctx context.Context, now time.Time) (BackstopResult, erro
 		}
 		if stop >= 0 {
 			if stop > 0 {
-				next.cursor = keyOf(scannedKey(out.Items[stop-1]))
+				cursor = keyOf(scannedKey(out.Items[stop-1]))
 			}
-			break
+			return cursor, false, errs
 		}
-		next.cursor = out.LastEvaluatedKey
-		if len(next.cursor) == 0 {
-			res.PassDone = true
-			next.LastPass, next.ThisPass = next.ThisPass+res.Indexed, 0
-			next.LastPassStarted, next.LastPassEnded, next.PassStarted = next.PassStarted, now, time.Time{}
-			next.cursor = nil
-			break
+		if cursor = out.LastEvaluatedKey; len(cursor) == 0 {
+			return nil, true, errs
 		}
 	}
-	if !res.PassDone {
-		next.ThisPass += res.Indexed
-	}
-	next.Total += res.Indexed
-	next.LongestWait = max(next.LongestWait, res.LongestWait)
-	if b.Lean || res.Indexed > 0 {
-		next.LeanAt = now
-	}
-	if maps.EqualFunc(next.cursor, st.cursor, sameValue) && next.BackstopCounts == st.BackstopCounts {
-		return res, errors.Join(errs...)
-	}
-	if err := b.saveBackstop(ctx, st, next, res.Indexed); err != nil {
-		errs = append(errs, err)
-	}
-	return res, errors.Join(errs...)
+	return cursor, false, errs
 }
 
 // scanInput is one page of the scan: the filter leaves only unindexed
@@ -334,6 +378,8 @@ func (b *Backstop) indexAll(ctx, work context.Context, items []map[string]types.
 			switch {
 			case err == nil:
 				outs[i].outcome, outs[i].waited = "indexed", now.Sub(row.CreatedAt)
+			case errors.Is(err, outbox.ErrDeadLettered):
+				outs[i].outcome, outs[i].err = "dead-lettered", err
 			case errors.As(err, &conflict):
 				outs[i].outcome = "changed"
 			case ctx.Err() != nil:
@@ -357,7 +403,14 @@ func (b *Backstop) index(ctx context.Context, row outbox.Row, now time.Time) err
 		And(expression.Name(AttrStatus).In(expression.Value(outbox.StatusPending), expression.Value(outbox.StatusClaimed)))
 	upd := expression.Set(expression.Name(AttrShard), expression.Value(ShardFor(row, b.cfg.Shards))).
 		Set(expression.Name(AttrDueAt), expression.IfNotExists(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())))
-	_, err := b.update(ctx, "backstop index", row.Key, cond, upd, types.ReturnValueNone)
+	const op = "backstop index"
+	_, err := b.update(ctx, op, row.Key, cond, upd, types.ReturnValueNone)
+	if isSizeError(err) {
+		return b.failTooLarge(ctx, op, row.Key, cond, now, time.Time{}, err)
+	}
+	if msg, ok := refusal(err); ok {
+		return b.failRefused(ctx, op, row.Key, cond, now, time.Time{}, outbox.TruncateError("backstop index refused: "+msg), "DynamoDB refuses the index write", err)
+	}
 	return err
 }
 

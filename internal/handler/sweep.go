@@ -76,6 +76,7 @@ func (s *Sweep) Handle(ctx context.Context, event json.RawMessage) (telemetry.Su
 	// could not start.
 	sum.Errors += audit.Errors + backstop.Errors + len(parts) - 1
 	sum.MissedRows, sum.MissedRowWaitMs = backstop.Indexed, backstop.LongestWait.Milliseconds()
+	sum.DeadLettered += backstop.DeadLettered
 	s.rt.report(ctx, sum)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return sum, err
@@ -260,6 +261,9 @@ func (s *Sweep) backstop(ctx context.Context, next time.Time) dynamo.BackstopRes
 	res, err := s.rt.Backstop.Run(ctx, time.Now())
 	for _, key := range res.Keys {
 		s.rt.Log.WarnContext(ctx, "lean row the stream never delivered: put in the due index", "key", key)
+	}
+	for _, key := range res.Refused {
+		s.rt.Log.WarnContext(ctx, "row with no shard DynamoDB will not index: dead-lettered with the reason", "key", key)
 	}
 	if res.Ran {
 		s.rt.Log.InfoContext(ctx, "backstop", "pages", res.Pages, "scanned", res.Scanned, "read_units", res.ReadUnits,

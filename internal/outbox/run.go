@@ -333,14 +333,17 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 			return true
 		case gateWait:
 			r.order.leave(ref.Key)
+			r.leaveUnsent(ctx, ref)
 			return false
 		case gateBlocked:
 			// An operator's redrive or purge is what changes it: not
 			// again in this run.
 			r.holdRow(ref.Key, hold{until: forever})
 			r.order.leave(ref.Key)
+			r.leaveUnsent(ctx, ref)
 			return false
 		case gateError:
+			r.leaveUnsent(ctx, ref)
 			return false
 		}
 	}
@@ -658,7 +661,9 @@ func (r *run) release(ctx context.Context, row Row) {
 		r.settledFor(row, false, false)
 		return
 	}
-	r.count(ctx, "release", row.Key, r.store.Release(ctx, row), &r.t.released)
+	err := r.store.Release(ctx, row)
+	r.count(ctx, "release", row.Key, err, &r.t.released)
+	r.settleFailed(ctx, row, err)
 	r.holdRow(row.Key, hold{until: forever, row: row.CreatedAt})
 	r.settledFor(row, false, false)
 }
