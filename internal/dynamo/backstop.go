@@ -88,9 +88,6 @@ type Backstop struct {
 	// last on or a run last found an unindexed row.
 	Lean  bool
 	Drain time.Duration
-	// Force runs the backstop whatever Lean and the drain say, without
-	// taking the run for lean being on: an operator's pass by hand.
-	Force bool
 }
 
 // NewBackstop returns the backstop of the table cfg names, with the
@@ -162,7 +159,7 @@ type backstopState struct {
 // due reports whether a run at now has work: lean is on, or was within
 // the drain.
 func (b *Backstop) due(st backstopState, now time.Time) bool {
-	return b.Force || b.Lean || (!st.LeanAt.IsZero() && (b.Drain == 0 || now.Before(st.LeanAt.Add(b.Drain))))
+	return b.Lean || (!st.LeanAt.IsZero() && (b.Drain == 0 || now.Before(st.LeanAt.Add(b.Drain))))
 }
 
 // NoteLean records in the backstop item that the table runs lean as of

@@ -433,8 +433,7 @@ func (r *run) claimOne(ctx context.Context, ref DueRef, out chan<- Row) bool {
 // of it can land after its successor; without one, a slow send could.
 func (r *run) sendUnclaimed(ref DueRef, listed bool, now time.Time) (Row, bool) {
 	img, grace := ref.Image, r.policy.WakeGrace
-	if !r.claimFree || img == nil || listed || ref.Prev != "" || img.Key != ref.Key || img.Malformed != "" ||
-		img.Status != StatusPending || img.Attempt != 0 || img.Token != "" || img.Seq != 0 || img.Prev != "" || img.StageID == "" ||
+	if !r.asStagedImage(ref) || listed || ref.Prev != "" || img.Seq != 0 || img.Prev != "" ||
 		grace <= 0 || img.CreatedAt.IsZero() || img.CreatedAt.After(now) || now.Sub(img.CreatedAt) >= grace ||
 		img.DueAt.After(img.CreatedAt) {
 		return Row{}, false
@@ -674,14 +673,23 @@ func (r *run) release(ctx context.Context, row Row) {
 // hands over, conditioned on the row being still as staged. A canceled
 // context is a crash: nothing is written.
 func (r *run) leaveUnsent(ctx context.Context, ref DueRef) {
-	img := ref.Image
-	if ctx.Err() != nil || !r.claimFree || img == nil || !img.Unindexed || img.Key != ref.Key || img.Malformed != "" ||
-		img.Status != StatusPending || img.Attempt != 0 || img.Token != "" || img.StageID == "" {
+	if ctx.Err() != nil || !r.asStagedImage(ref) || !ref.Image.Unindexed {
 		return
 	}
-	row := *img
+	row := *ref.Image
 	row.Unclaimed = true
 	r.handOver(ctx, row)
+}
+
+// asStagedImage reports whether ref, on the wake's path, carries a
+// readable stream image of its own row as a producer staged it: pending,
+// never tried or claimed, with the stage id a write conditioned on it
+// (asStaged, in the store) names. Both the claim-free send and the
+// hand-over of a row left unsent write on that condition.
+func (r *run) asStagedImage(ref DueRef) bool {
+	img := ref.Image
+	return r.claimFree && img != nil && img.Key == ref.Key && img.Malformed == "" &&
+		img.Status == StatusPending && img.Attempt == 0 && img.Token == "" && img.StageID != ""
 }
 
 // handOver puts an unindexed row the run sent (claimed or not), or left
