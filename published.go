@@ -35,6 +35,10 @@ type Published struct {
 	// Lean is the dispatcher's OUTFLOW_LEAN: unordered rows due at once
 	// are staged outside the due index (Config.Lean).
 	Lean bool
+	// Version is the dispatcher's release version, "" for a dispatcher
+	// before 1.0.0. Apply never compares it: any 1.x producer stages rows
+	// any 1.x dispatcher delivers (docs/compatibility.md).
+	Version string
 	// Revision counts the item's writes, from 1; PublishedAt and
 	// PublishedBy say when and by which function the last one was.
 	Revision    int64
@@ -65,7 +69,7 @@ func LoadPublished(ctx context.Context, client DynamoDB, table string) (Publishe
 	if err != nil {
 		return Published{}, err
 	}
-	return Published{Table: table, Routes: p.Routes, Ordered: p.Ordered, Shards: p.Shards, MaxMessageBytes: p.MaxMessageBytes, Lean: p.Lean,
+	return Published{Table: table, Routes: p.Routes, Ordered: p.Ordered, Shards: p.Shards, MaxMessageBytes: p.MaxMessageBytes, Lean: p.Lean, Version: p.Version,
 		Revision: p.Revision, PublishedAt: p.PublishedAt, PublishedBy: p.PublishedBy}, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/outflowhq/outflow/internal/version"
 )
 
 // publishedView is `outflow config --output json`.
@@ -23,6 +25,9 @@ type publishedView struct {
 	// UnsureWaitMs is how long a purge holds a dead letter after an
 	// unsure send of it; absent from an item published before it.
 	UnsureWaitMs int64 `json:"unsure_wait_ms,omitempty"`
+	// Version is the dispatcher's release version; absent from an item
+	// published before 1.0.0.
+	Version string `json:"version,omitempty"`
 }
 
 func (a *app) configCommand() *cobra.Command {
@@ -50,7 +55,7 @@ func (a *app) configCommand() *cobra.Command {
 				return fmt.Errorf("table %s: no dispatcher configuration published yet (the sweep and wake functions publish it at their first invocation)", a.table)
 			}
 			v := publishedView{Table: a.table, Routes: pub.Routes, Ordered: pub.Ordered, Shards: pub.Shards, MaxMessageBytes: pub.MaxMessageBytes,
-				Revision: pub.Revision, PublishedAt: pub.PublishedAt.UTC(), PublishedBy: pub.PublishedBy, UnsureWaitMs: pub.UnsureWait.Milliseconds()}
+				Revision: pub.Revision, PublishedAt: pub.PublishedAt.UTC(), PublishedBy: pub.PublishedBy, UnsureWaitMs: pub.UnsureWait.Milliseconds(), Version: pub.Version}
 			return a.emit(v, func(w io.Writer) {
 				fmt.Fprintln(w, "ROUTE\tTARGET\tORDERED")
 				for _, name := range slices.Sorted(maps.Keys(pub.Routes)) {
@@ -60,8 +65,22 @@ func (a *app) configCommand() *cobra.Command {
 				if pub.UnsureWait > 0 {
 					fmt.Fprintf(w, "unsure wait\t%s (a purge holds a dead letter this long after an unsure send of it)\n", pub.UnsureWait)
 				}
-				fmt.Fprintf(w, "revision\t%d\npublished\t%s by %s\n", pub.Revision, pub.PublishedAt.UTC().Format(time.RFC3339), orDash(pub.PublishedBy))
+				fmt.Fprintf(w, "dispatcher version\t%s\n", dispatcherVersion(pub.Version))
+				fmt.Fprintf(w, "revision\t%d\npublished\t%s%s\n", pub.Revision, pub.PublishedAt.UTC().Format(time.RFC3339), publishedBy(pub))
 			})
 		},
 	}
+}
+
+// dispatcherVersion is the published version as `outflow config` prints
+// it, with this CLI's where they differ: an operator's first question
+// after an upgrade is whether both halves run it.
+func dispatcherVersion(v string) string {
+	switch v {
+	case "":
+		return "before 1.0.0 (the item names none)"
+	case version.Version:
+		return v
+	}
+	return fmt.Sprintf("%s (this outflow is %s)", v, version.Version)
 }

@@ -109,7 +109,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.endpoint, "endpoint", a.getenv("AWS_ENDPOINT_URL"), "AWS endpoint URL, e.g. a local moto or LocalStack (default $AWS_ENDPOINT_URL)")
 	f.StringVar(&a.output, "output", "table", "output format: table or json")
 	f.IntVar(&a.shards, "shards", shards, "due-index shards, as the dispatcher's OUTFLOW_SHARDS")
-	root.AddCommand(a.deadCommand(), a.statsCommand(), a.enqueueCommand(), a.sweepCommand(), a.configCommand(), a.localCommand(), a.motoCommand(), a.checkCommand(), a.uiCommand())
+	root.AddCommand(a.deadCommand(), a.statsCommand(), a.enqueueCommand(), a.sweepCommand(), a.configCommand(), a.localCommand(), a.motoCommand(), a.checkCommand(), a.uiCommand(), a.versionCommand())
 	return groupCommand(root)
 }
 

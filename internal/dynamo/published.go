@@ -68,6 +68,11 @@ type Published struct {
 	// Lean is the dispatcher's OUTFLOW_LEAN: producers may stage
 	// unordered rows due at once with no due-index keys (AttrLean).
 	Lean bool
+	// Version is the dispatcher's release version (internal/version), ""
+	// in an item published before 1.0.0. A new version is a change, so an
+	// upgraded dispatcher publishes at its first invocation; producers
+	// never compare it (Diff).
+	Version string
 	// Revision counts the writes of the item, from 1; PublishedAt and
 	// PublishedBy say when and by which function the last one was. Publish
 	// sets them, and Same and Diff ignore them.
@@ -100,7 +105,7 @@ func (p Published) OrderedString() string {
 
 // Same reports whether p and q publish the same configuration.
 func (p Published) Same(q Published) bool {
-	return len(p.Diff(q)) == 0 && ceilMs(p.UnsureWait) == ceilMs(q.UnsureWait) && p.Lean == q.Lean
+	return len(p.Diff(q)) == 0 && ceilMs(p.UnsureWait) == ceilMs(q.UnsureWait) && p.Lean == q.Lean && p.Version == q.Version
 }
 
 // ceilMs is d in whole milliseconds, rounded up, as the item stores the
@@ -251,6 +256,9 @@ func encodePublished(p Published) map[string]types.AttributeValue {
 	if p.PublishedBy != "" {
 		item[AttrPublishedBy] = &types.AttributeValueMemberS{Value: p.PublishedBy}
 	}
+	if p.Version != "" {
+		item[AttrVersion] = &types.AttributeValueMemberS{Value: p.Version}
+	}
 	if p.UnsureWait > 0 {
 		item[AttrUnsureWait] = num(ceilMs(p.UnsureWait))
 	}
@@ -302,6 +310,10 @@ func decodePublished(item map[string]types.AttributeValue) (Published, error) {
 	p.Revision, p.PublishedAt = getNum(AttrRevision), time.UnixMilli(getNum(AttrPublishedAt))
 	if by, ok := item[AttrPublishedBy].(*types.AttributeValueMemberS); ok {
 		p.PublishedBy = by.Value
+	}
+	// Lenient too: it is for people, and no reader acts on it.
+	if v, ok := item[AttrVersion].(*types.AttributeValueMemberS); ok {
+		p.Version = v.Value
 	}
 	// Read leniently, as published_by: only a purge uses it, and it falls
 	// back to the longest wait without it, so a bad value must not stop a

@@ -83,6 +83,10 @@ const (
 	// index, and its sweep runs the backstop (Backstop) that finds the
 	// ones the stream never delivered.
 	AttrLean = "lean"
+	// AttrVersion (S) is the dispatcher's release version
+	// (internal/version): what `outflow config` and an operator compare
+	// with their own. Items published before 1.0.0 have none.
+	AttrVersion = "version"
 )
 
 // Index names.
