@@ -194,6 +194,10 @@ localstack-deploy: localstack-tools ## Build and deploy template.yaml to LocalSt
 localstack-test: venv ## Run the suites and the deployed-stack e2e test against LocalStack.
 	localstack/test.sh
 
+.PHONY: release-typescript
+release-typescript: $(VENV)/.moto ## The npm tarball into dist/typescript (npm pack), publint and attw on it, its file list checked; then installed in a fresh npm project outside the checkout, it runs the README's examples on moto.
+	scripts/release-typescript.sh
+
 .PHONY: clean
 clean: ## Remove build output (keeps .venv and bin/tools).
 	rm -rf $(BIN)/arm64 $(BIN)/host .aws-sam
