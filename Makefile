@@ -194,6 +194,21 @@ localstack-deploy: localstack-tools ## Build and deploy template.yaml to LocalSt
 localstack-test: venv ## Run the suites and the deployed-stack e2e test against LocalStack.
 	localstack/test.sh
 
+# The Python release tools (build, twine) have their own virtualenv: pinned
+# in python/requirements-release.txt, apart from the package's test tools.
+RELEASE_VENV := .venv-release
+
+$(RELEASE_VENV)/.installed: python/requirements-release.txt
+	rm -rf $(RELEASE_VENV)
+	$(PYTHON) -m venv $(RELEASE_VENV)
+	$(RELEASE_VENV)/bin/pip install --quiet --disable-pip-version-check -r python/requirements-release.txt
+	touch $@
+
+.PHONY: release-python
+release-python: $(VENV)/.moto $(RELEASE_VENV)/.installed ## The Python wheel and sdist into dist/python (python -m build), twine check --strict, their contents checked; then the wheel installed in a fresh virtualenv outside the checkout runs the README's examples on moto.
+	scripts/release-python.sh $(RELEASE_VENV)/bin/python
+	scripts/artifact-test-python.sh dist/python
+
 .PHONY: release-typescript
 release-typescript: $(VENV)/.moto ## The npm tarball into dist/typescript (npm pack), publint and attw on it, its file list checked; then installed in a fresh npm project outside the checkout, it runs the README's examples on moto.
 	scripts/release-typescript.sh

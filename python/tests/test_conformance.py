@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-import outflow
+import outflowhq
 import vectors
 from fakes import FakeDynamoDB
-from outflow import _target
+from outflowhq import _target
 
 ROWS = vectors.load("rows.json")
 INVALID = vectors.load("invalid.json")
@@ -37,7 +37,7 @@ def test_the_vectors_are_all_there() -> None:
     assert len(CLASSIFY) >= 15
     assert len(PUBLISHED) >= 24
     assert VALIDATION_KINDS <= {v["kind"] for v in INVALID if v["kind"] is not None}
-    assert {k.value for k in outflow.Kind} >= VALIDATION_KINDS
+    assert {k.value for k in outflowhq.Kind} >= VALIDATION_KINDS
 
 
 def _ids(vs: list[dict[str, Any]]) -> list[str]:
@@ -57,7 +57,7 @@ def test_rows_become_their_items(v: dict[str, Any], monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv("_X_AMZN_TRACE_ID", xray)
     else:
         monkeypatch.delenv("_X_AMZN_TRACE_ID", raising=False)
-    producer = outflow.Producer(
+    producer = outflowhq.Producer(
         FakeDynamoDB(v.get("table", [])), vectors.config(v["config"]), clock=lambda: _clock(v["clock_ms"]), stage_id=lambda: next(stage_ids)
     )
     rows = vectors.rows(v)
@@ -107,7 +107,7 @@ def test_invalid_rows_give_their_kind(v: dict[str, Any]) -> None:
             assert len(rows) == 1
             rows[0].validate(v["config"].get("max_message_bytes", 0))
             return
-        producer = outflow.Producer(FakeDynamoDB(v.get("table", [])), vectors.config(v["config"]), trace_parent=lambda: "")
+        producer = outflowhq.Producer(FakeDynamoDB(v.get("table", [])), vectors.config(v["config"]), trace_parent=lambda: "")
         if call == "new_producer":
             return
         if call == "transact_item":
@@ -121,7 +121,7 @@ def test_invalid_rows_give_their_kind(v: dict[str, Any]) -> None:
     if kind is None:
         run()
         return
-    with pytest.raises(outflow.OutflowError) as raised:
+    with pytest.raises(outflowhq.OutflowError) as raised:
         run()
     assert raised.value.kind == kind, str(raised.value)
 
@@ -129,7 +129,7 @@ def test_invalid_rows_give_their_kind(v: dict[str, Any]) -> None:
 @pytest.mark.parametrize("v", CLASSIFY, ids=_ids(CLASSIFY))
 def test_classify_explains_a_cancellation(v: dict[str, Any]) -> None:
     client = FakeDynamoDB(v.get("table", []))
-    producer = outflow.Producer(client, vectors.config(v["config"]), trace_parent=lambda: "")
+    producer = outflowhq.Producer(client, vectors.config(v["config"]), trace_parent=lambda: "")
     items = [vectors.to_boto(o) for o in v.get("own", [])]
     items += producer.transact_items(vectors.rows(v))
     reasons = [vectors.to_boto(r) for r in v["reasons"]]
@@ -138,7 +138,7 @@ def test_classify_explains_a_cancellation(v: dict[str, Any]) -> None:
         "TransactWriteItems",
     )
     explained = producer.classify(error, items)
-    assert isinstance(explained, outflow.TransactError)
+    assert isinstance(explained, outflowhq.TransactError)
     assert explained.__cause__ is error
     got = [
         {"index": i.index, "code": i.code, "reason": i.reason, "table": i.table, "row": i.row, "queue": i.queue, "group": i.group}
@@ -152,7 +152,7 @@ def test_classify_explains_a_cancellation(v: dict[str, Any]) -> None:
 
 
 def test_classify_passes_other_errors_through() -> None:
-    producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[]))
+    producer = outflowhq.Producer(FakeDynamoDB(), outflowhq.Config(table="outbox", ordered=[]))
     other = ClientError({"Error": {"Code": "ValidationException", "Message": "bad"}}, "TransactWriteItems")
     assert producer.classify(other, []) is other
     boom = RuntimeError("lost")
@@ -163,12 +163,12 @@ def test_classify_passes_other_errors_through() -> None:
 def test_published_configuration(v: dict[str, Any]) -> None:
     client = FakeDynamoDB([v["item"]] if v["item"] is not None else [])
 
-    def run() -> tuple[outflow.Published, outflow.Config]:
-        pub = outflow.load_published(client, "outbox")
+    def run() -> tuple[outflowhq.Published, outflowhq.Config]:
+        pub = outflowhq.load_published(client, "outbox")
         return pub, pub.apply(vectors.config(v["apply"]))
 
     if v.get("kind") is not None:
-        with pytest.raises(outflow.OutflowError) as raised:
+        with pytest.raises(outflowhq.OutflowError) as raised:
             run()
         assert raised.value.kind == v["kind"], str(raised.value)
         return
@@ -188,8 +188,8 @@ def test_published_configuration(v: dict[str, Any]) -> None:
 
 
 def test_stage_ids_and_keys_are_fresh() -> None:
-    producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[]))
-    items = [producer.transact_item(outflow.Row(queue="orders", payload="x")) for _ in range(3)]
+    producer = outflowhq.Producer(FakeDynamoDB(), outflowhq.Config(table="outbox", ordered=[]))
+    items = [producer.transact_item(outflowhq.Row(queue="orders", payload="x")) for _ in range(3)]
     keys = {i["Put"]["Item"]["pk"]["S"] for i in items}
     stage_ids = {i["Put"]["Item"]["stage_id"]["S"] for i in items}
     assert len(keys) == len(stage_ids) == 3
@@ -198,27 +198,27 @@ def test_stage_ids_and_keys_are_fresh() -> None:
 
 
 def test_a_row_validates_on_its_own() -> None:
-    outflow.Row(queue="orders", payload=b"x").validate()
-    with pytest.raises(outflow.InvalidRowError) as raised:
-        outflow.Row(queue="orders.fifo", payload="x").validate()
-    assert raised.value.kind is outflow.Kind.GROUP_REQUIRED
+    outflowhq.Row(queue="orders", payload=b"x").validate()
+    with pytest.raises(outflowhq.InvalidRowError) as raised:
+        outflowhq.Row(queue="orders.fifo", payload="x").validate()
+    assert raised.value.kind is outflowhq.Kind.GROUP_REQUIRED
 
 
 def test_empty_routes_are_no_routes() -> None:
     none: list[str | dict[str, str]] = ["", " ", {}]
     for routes in none:
-        producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[], routes=routes))
-        producer.transact_item(outflow.Row(queue="anything", payload="x"))
+        producer = outflowhq.Producer(FakeDynamoDB(), outflowhq.Config(table="outbox", ordered=[], routes=routes))
+        producer.transact_item(outflowhq.Row(queue="anything", payload="x"))
 
 
 def test_transact_refuses_a_client_request_token() -> None:
-    producer = outflow.Producer(FakeDynamoDB(), outflow.Config(table="outbox", ordered=[]))
+    producer = outflowhq.Producer(FakeDynamoDB(), outflowhq.Config(table="outbox", ordered=[]))
     with pytest.raises(ValueError, match="ClientRequestToken"):
-        producer.transact([outflow.Row(queue="orders", payload="x")], ClientRequestToken="t")
+        producer.transact([outflowhq.Row(queue="orders", payload="x")], ClientRequestToken="t")
 
 
 def test_the_trace_comes_from_lambdas_xray_header(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0")
-    assert outflow.current_trace_parent() == "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-00"
+    assert outflowhq.current_trace_parent() == "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-00"
     monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793")
-    assert outflow.current_trace_parent() == ""
+    assert outflowhq.current_trace_parent() == ""

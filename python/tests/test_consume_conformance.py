@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from outflow import consume
+from outflowhq import consume
 from vectors import ROOT
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import outflow
+import outflowhq
 from fakes import FakeDynamoDB
 
 
@@ -35,28 +35,28 @@ def published(lean: Any) -> dict[str, Any]:
     [(None, False), ({"BOOL": True}, True), ({"BOOL": False}, False), ({"S": "true"}, False)],
 )
 def test_the_mode_is_read_from_what_the_dispatcher_publishes(value: Any, lean: bool) -> None:
-    pub = outflow.decode_published("outbox", published(value))
+    pub = outflowhq.decode_published("outbox", published(value))
     assert pub.lean is lean
     assert pub.apply().lean is lean
 
 
 def test_lean_the_dispatcher_does_not_run_is_a_mismatch() -> None:
-    pub = outflow.decode_published("outbox", published(None))
-    with pytest.raises(outflow.ConfigError) as e:
-        pub.apply(outflow.Config(lean=True))
-    assert e.value.kind == outflow.Kind.PUBLISHED_MISMATCH
+    pub = outflowhq.decode_published("outbox", published(None))
+    with pytest.raises(outflowhq.ConfigError) as e:
+        pub.apply(outflowhq.Config(lean=True))
+    assert e.value.kind == outflowhq.Kind.PUBLISHED_MISMATCH
     assert "lean" in str(e.value)
 
 
 @pytest.mark.parametrize("lean", [True, False])
 def test_only_unordered_rows_due_at_once_are_staged_outside_the_due_index(lean: bool) -> None:
     client = FakeDynamoDB([published({"BOOL": lean})])
-    cfg = outflow.decode_published("outbox", published({"BOOL": lean})).apply()
-    producer = outflow.Producer(client, cfg, trace_parent=lambda: "")
-    now = outflow.Row(key="now", queue="orders", payload="a")
-    later = outflow.Row(key="later", queue="orders", payload="b",
+    cfg = outflowhq.decode_published("outbox", published({"BOOL": lean})).apply()
+    producer = outflowhq.Producer(client, cfg, trace_parent=lambda: "")
+    now = outflowhq.Row(key="now", queue="orders", payload="a")
+    later = outflowhq.Row(key="later", queue="orders", payload="b",
                         not_before=datetime.now(timezone.utc) + timedelta(hours=1))
-    placed = outflow.Row(key="placed", queue="events.fifo", group="g", payload="c")
+    placed = outflowhq.Row(key="placed", queue="events.fifo", group="g", payload="c")
     items = producer.transact_items([now, later, placed])
     shard = {item["Put"]["Item"]["pk"]["S"]: "shard" in item["Put"]["Item"] for item in items if "Put" in item}
     assert shard == {"now": not lean, "later": True, "placed": True}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from botocore.exceptions import ClientError
 
-import outflow
+import outflowhq
 import vectors
 
 if TYPE_CHECKING:
@@ -43,8 +43,8 @@ def _check_tx(step: dict[str, Any], error: BaseException | None) -> None:
     if step["kind"] is None:
         assert error is None, str(error)
         return
-    assert isinstance(error, outflow.OutflowError) and error.kind == step["kind"], repr(error)
-    assert isinstance(error, outflow.TransactError)
+    assert isinstance(error, outflowhq.OutflowError) and error.kind == step["kind"], repr(error)
+    assert isinstance(error, outflowhq.TransactError)
     got = [{"index": i.index, "reason": i.reason} for i in error.items]
     assert got == step["items"], str(error)
     if "retryable" in step:
@@ -67,8 +67,8 @@ def _check_table(client: DynamoDBClient, table: str, expect: list[dict[str, Any]
 @pytest.mark.parametrize("v", LIVE, ids=[v["name"] for v in LIVE])
 def test_live_scenarios(v: dict[str, Any], dynamodb: DynamoDBClient, table: str, moto_url: str) -> None:
     cfg = vectors.config({**v["config"], "table": table})
-    producer = outflow.Producer(dynamodb, cfg, trace_parent=lambda: "")
-    prepared: dict[str, list[outflow.TransactWriteItem]] = {}
+    producer = outflowhq.Producer(dynamodb, cfg, trace_parent=lambda: "")
+    prepared: dict[str, list[outflowhq.TransactWriteItem]] = {}
     for step in v["steps"]:
         rows = [vectors.row(r) for r in step.get("rows", [])]
         op = step["op"]
@@ -76,8 +76,8 @@ def test_live_scenarios(v: dict[str, Any], dynamodb: DynamoDBClient, table: str,
             kinds = step["kinds"]
             try:
                 producer.put(*rows)
-                errors: list[outflow.OutflowError | None] = [None] * len(rows)
-            except outflow.PutError as e:
+                errors: list[outflowhq.OutflowError | None] = [None] * len(rows)
+            except outflowhq.PutError as e:
                 errors = e.errors
             assert [e.kind if e is not None else None for e in errors] == kinds, [str(e) for e in errors]
         elif op == "transact":
@@ -85,7 +85,7 @@ def test_live_scenarios(v: dict[str, Any], dynamodb: DynamoDBClient, table: str,
             error: BaseException | None = None
             try:
                 producer.transact(rows, own)
-            except outflow.OutflowError as e:
+            except outflowhq.OutflowError as e:
                 error = e
             _check_tx(step, error)
         elif op == "prepare":
@@ -134,10 +134,10 @@ def test_a_chain_the_go_producer_began_continues_from_python(dynamodb: DynamoDBC
     put_sent = {**put, "TableName": table}
     dynamodb.transact_write_items(TransactItems=vectors.to_boto([{"Put": put_sent}, {"Update": update_sent}]))
 
-    producer = outflow.Producer(dynamodb, outflow.Config(table=table, ordered=["orders.fifo"]), trace_parent=lambda: "")
-    row2 = outflow.Row(key="o-2", queue="orders.fifo", group="order-42", payload="lines added", attributes={"type": "order.lines"})
+    producer = outflowhq.Producer(dynamodb, outflowhq.Config(table=table, ordered=["orders.fifo"]), trace_parent=lambda: "")
+    row2 = outflowhq.Row(key="o-2", queue="orders.fifo", group="order-42", payload="lines added", attributes={"type": "order.lines"})
     assert producer.put(row2) == ["o-2"]
-    assert producer.put(outflow.Row(key="o-3", queue="orders.fifo", group="order-42", payload="paid")) == ["o-3"]
+    assert producer.put(outflowhq.Row(key="o-3", queue="orders.fifo", group="order-42", payload="paid")) == ["o-3"]
 
     expect = _vector(LIVE, "three rows of one ordered group, staged one by one")["expect_table"]
     first = vectors.from_boto(dynamodb.get_item(TableName=table, Key={"pk": {"S": "o-1"}}, ConsistentRead=True)["Item"])
@@ -148,25 +148,25 @@ def test_a_chain_the_go_producer_began_continues_from_python(dynamodb: DynamoDBC
 
 
 def test_put_refuses_invalid_rows_before_sending(dynamodb: DynamoDBClient, table: str) -> None:
-    producer = outflow.Producer(dynamodb, outflow.Config(table=table, ordered=[]))
-    with pytest.raises(outflow.PutError) as raised:
-        producer.put(outflow.Row(queue="orders", payload=""), outflow.Row(key="ok-1", queue="orders", payload="x"))
-    assert raised.value.kind is outflow.Kind.EMPTY_PAYLOAD
-    assert [e.kind if e else None for e in raised.value.errors] == [outflow.Kind.EMPTY_PAYLOAD, None]
+    producer = outflowhq.Producer(dynamodb, outflowhq.Config(table=table, ordered=[]))
+    with pytest.raises(outflowhq.PutError) as raised:
+        producer.put(outflowhq.Row(queue="orders", payload=""), outflowhq.Row(key="ok-1", queue="orders", payload="x"))
+    assert raised.value.kind is outflowhq.Kind.EMPTY_PAYLOAD
+    assert [e.kind if e else None for e in raised.value.errors] == [outflowhq.Kind.EMPTY_PAYLOAD, None]
     assert raised.value.keys[1] == "ok-1"
 
 
 def test_from_published_reads_the_dispatchers_configuration(dynamodb: DynamoDBClient, table: str) -> None:
-    with pytest.raises(outflow.ConfigError) as raised:
-        outflow.Producer.from_published(dynamodb, table)
-    assert raised.value.kind is outflow.Kind.NOT_PUBLISHED
+    with pytest.raises(outflowhq.ConfigError) as raised:
+        outflowhq.Producer.from_published(dynamodb, table)
+    assert raised.value.kind is outflowhq.Kind.NOT_PUBLISHED
     item = _vector(vectors.load("published.json"), "a published configuration fills an empty Config")["item"]
     dynamodb.put_item(TableName=table, Item=vectors.to_boto(item))
-    producer = outflow.Producer.from_published(dynamodb, table, trace_parent=lambda: "")
-    keys = producer.put(outflow.Row(key="f-1", queue="orders.fifo", group="g", payload="x"))
+    producer = outflowhq.Producer.from_published(dynamodb, table, trace_parent=lambda: "")
+    keys = producer.put(outflowhq.Row(key="f-1", queue="orders.fifo", group="g", payload="x"))
     assert keys == ["f-1"]
     got = dynamodb.get_item(TableName=table, Key={"pk": {"S": "f-1"}}, ConsistentRead=True)["Item"]
     assert got["seq"] == {"N": "1"}, "a published ordered route's row takes its place"
-    with pytest.raises(outflow.PutError) as refused:
-        producer.put(outflow.Row(key="f-2", queue="audit", payload="x"))
-    assert refused.value.kind is outflow.Kind.NO_ROUTE
+    with pytest.raises(outflowhq.PutError) as refused:
+        producer.put(outflowhq.Row(key="f-2", queue="audit", payload="x"))
+    assert refused.value.kind is outflowhq.Kind.NO_ROUTE

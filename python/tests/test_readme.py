@@ -51,7 +51,7 @@ def run(b: tuple[int, str], namespace: dict[str, Any]) -> None:
 
 def test_every_python_block_is_run() -> None:
     # A block added to the README without a test here fails this test.
-    markers = ["outflow.Producer.from_published", "consume.Inbox(", "SqsFifoPartialProcessor("]
+    markers = ["outflowhq.Producer.from_published", "consume.Inbox(", "SqsFifoPartialProcessor("]
     assert len(blocks()) == len(markers), "each ```python block of the README is run by test_the_readme_examples_run"
     for marker in markers:
         block(marker)
@@ -151,7 +151,7 @@ def _failed(response: Any) -> list[str]:
 def _why(consumer: dict[str, Any], *records: dict[str, Any]) -> str:
     """Why the README's apply fails the records, for a failed assertion's
     message: each applied again, directly."""
-    from outflow import consume
+    from outflowhq import consume
 
     out = []
     for r in records:
@@ -166,7 +166,7 @@ def _why(consumer: dict[str, Any], *records: dict[str, Any]) -> str:
 def test_the_readme_examples_run(dynamodb: DynamoDBClient, tables: None) -> None:
     # The producer: three rows staged, two of them in order in group order-43.
     produced: dict[str, Any] = {}
-    run(block("outflow.Producer.from_published"), produced)
+    run(block("outflowhq.Producer.from_published"), produced)
     assert produced["keys"] == ["order-43-created", "order-43-paid"]
     for key in ("order-42-created", "order-43-created", "order-43-paid"):
         assert "Item" in dynamodb.get_item(TableName="outbox", Key={"pk": {"S": key}}, ConsistentRead=True), f"{key} is staged"

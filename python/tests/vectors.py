@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import outflow
+import outflowhq
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCER = ROOT / "conformance" / "producer"
@@ -40,15 +40,15 @@ def payload(spec: Mapping[str, Any]) -> bytes:
     return str(spec["repeat"]).encode("utf-8") * int(spec["times"])
 
 
-def rows(v: Mapping[str, Any]) -> list[outflow.Row]:
+def rows(v: Mapping[str, Any]) -> list[outflowhq.Row]:
     """The vector's rows, repeated v["repeat"] times when it says so."""
     out = [row(r) for r in v["rows"]]
     return out * int(v.get("repeat", 1))
 
 
-def row(r: Mapping[str, Any]) -> outflow.Row:
+def row(r: Mapping[str, Any]) -> outflowhq.Row:
     nb = r.get("not_before_ms")
-    return outflow.Row(
+    return outflowhq.Row(
         key=r.get("key", ""),
         queue=r["queue"],
         payload=payload(r["payload"]),
@@ -59,8 +59,8 @@ def row(r: Mapping[str, Any]) -> outflow.Row:
     )
 
 
-def config(c: Mapping[str, Any]) -> outflow.Config:
-    return outflow.Config(
+def config(c: Mapping[str, Any]) -> outflowhq.Config:
+    return outflowhq.Config(
         table=c.get("table", ""),
         shards=c.get("shards", 0),
         max_message_bytes=c.get("max_message_bytes", 0),

@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from outflow import consume
+from outflowhq import consume
 
 LANG = "python"
 

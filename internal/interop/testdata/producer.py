@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-import outflow
+import outflowhq
 
 LANG = "python"
 TRIES = 500
@@ -33,7 +33,7 @@ def main() -> int:
     groups = os.environ["OUTFLOW_INTEROP_GROUPS"].split(",")
     rows = int(os.environ["OUTFLOW_INTEROP_ROWS"])
     client: Any = boto3.client("dynamodb", config=Config(retries={"max_attempts": 10, "mode": "standard"}))
-    producer = outflow.Producer.from_published(client, table)
+    producer = outflowhq.Producer.from_published(client, table)
     print(json.dumps({"ready": True}), flush=True)
     if sys.stdin.readline().strip() != "go":
         print("no go on stdin", file=sys.stderr)
@@ -44,19 +44,19 @@ def main() -> int:
     for i in range(rows):
         for group in groups:
             key = f"py-{group}-{i:03d}"
-            row = outflow.Row(key=key, queue=route, group=group, payload=json.dumps({"lang": LANG, "group": group, "index": i}), attributes={"lang": LANG})
+            row = outflowhq.Row(key=key, queue=route, group=group, payload=json.dumps({"lang": LANG, "group": group, "index": i}), attributes={"lang": LANG})
             # The business write the row is staged with, in one transaction.
             own = {"Put": {"TableName": shop, "Item": {"pk": {"S": key}, "lang": {"S": LANG}}}}
             for attempt in range(TRIES):
                 try:
                     producer.transact([row], [own])
                     break
-                except outflow.TransactError as e:
-                    if e.has(outflow.Kind.ALREADY_STAGED):
+                except outflowhq.TransactError as e:
+                    if e.has(outflowhq.Kind.ALREADY_STAGED):
                         break  # an earlier try committed; its answer was lost
                     if not e.retryable or attempt == TRIES - 1:
                         raise
-                    races += e.has(outflow.Kind.GROUP_RACE)
+                    races += e.has(outflowhq.Kind.GROUP_RACE)
                     time.sleep(random.uniform(0.001, 0.02))  # back off, then race again
             staged.append({"key": key, "group": group})
     print(json.dumps({"staged": staged, "races": races}), flush=True)

@@ -16,8 +16,10 @@ same rules, and the same error kinds, as the Go package
 github.com/outflowhq/outflow.
 
 The consumer's half (decode, Inbox, Idempotency, a Lambda Handler) is
-``outflow.consume``, as Go's github.com/outflowhq/outflow/consume.
+``outflowhq.consume``, as Go's github.com/outflowhq/outflow/consume.
 """
+
+from importlib.metadata import PackageNotFoundError, version as _version
 
 from . import consume
 
@@ -35,6 +37,12 @@ from .producer import MAX_TRANSACT_ITEMS, Producer, TransactWriteItem
 from .published import Config, DynamoDBClient, Published, decode_published, load_published
 from .row import MAX_ORDERED_ATTRIBUTES, MAX_OWN_ATTRIBUTES, Row
 from ._trace import current_trace_parent
+
+try:
+    #: The installed distribution's version (outflowhq's, from its metadata).
+    __version__: str = _version("outflowhq")
+except PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "MAX_ORDERED_ATTRIBUTES",
