@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -362,7 +364,7 @@ func TestConformance_Handler(t *testing.T) {
 				}
 				return nil
 			}
-			h := consume.Handler{Apply: func(_ context.Context, m consume.Message) error {
+			h := consume.Handler{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Apply: func(_ context.Context, m consume.Message) error {
 				calls = append(calls, m.Key)
 				return result(m.Key)
 			}}

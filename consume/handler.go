@@ -3,6 +3,8 @@ package consume
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -25,15 +27,24 @@ type Handler struct {
 	// Closed is given each message that closes a place (Message.Closed: a
 	// row dead-lettered under skip, or a dead letter an operator purged),
 	// with the same outcomes as Apply. A consumer with an Inbox sets it to
-	// the inbox's Close, so its group's cursor moves past the place; nil
-	// acknowledges such messages unread, which suits a consumer that
-	// keeps no order.
+	// the inbox's Close, so its group's cursor moves past the place; one
+	// that keeps no order sets AckClosed. Nil reports such a message
+	// failed with ErrNoClosedHook, logs it at ERROR and counts it
+	// (MetricNoClosedHook): a missing hook is a wiring mistake, and
+	// acknowledging the message unread would stall an Inbox's group in
+	// silence.
 	Closed func(ctx context.Context, m Message) error
 	// OnFailure, if set, is told of each message reported failed and why
 	// (a *DecodeError for a message that cannot be decoded; ErrSkipped
 	// for a FIFO message left behind its group's failure), for logging:
 	// the response carries only ids.
 	OnFailure func(ctx context.Context, messageID string, err error)
+	// Logger logs a closing message that met no Closed hook; nil is
+	// slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the EMF line counting it (MetricNoClosedHook); nil
+	// is os.Stdout, which Lambda reads metrics from.
+	Metrics io.Writer
 }
 
 // ErrSkipped is the reason given to OnFailure for a message reported
@@ -53,8 +64,10 @@ func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEvent
 		return resp, errors.New("consume: Handler.Apply is required")
 	}
 	failedGroups := map[string]bool{}
-	fail := func(id string, err error) {
+	fail := func(rec events.SQSMessage, err error) {
+		id := rec.MessageId
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		loud(ctx, h.Logger, h.Metrics, queueName(rec.EventSourceARN), id, err)
 		if h.OnFailure != nil {
 			h.OnFailure(ctx, id, err)
 		}
@@ -68,18 +81,18 @@ func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEvent
 			group = rec.Attributes[groupAttribute]
 		}
 		if failedGroups[group] && group != "" {
-			fail(rec.MessageId, ErrSkipped)
+			fail(rec, ErrSkipped)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			fail(rec.MessageId, errors.Join(ErrSkipped, err))
+			fail(rec, errors.Join(ErrSkipped, err))
 			continue
 		}
 		err := h.apply(ctx, rec)
 		if err == nil {
 			continue
 		}
-		fail(rec.MessageId, err)
+		fail(rec, err)
 		if group != "" {
 			failedGroups[group] = true
 		}

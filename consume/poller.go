@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +40,10 @@ type Poller struct {
 	// ErrLate count as done.
 	Apply func(ctx context.Context, m Message) error
 	// Closed is given the messages that close a place (Message.Closed),
-	// as Handler's is: an Inbox's Close. Nil acknowledges them unread.
+	// as Handler's is: an Inbox's Close, or AckClosed for a consumer that
+	// keeps no order. Nil leaves such a message unacknowledged, reported
+	// to OnFailure with ErrNoClosedHook, logged at ERROR and counted, as
+	// Handler's does.
 	Closed func(ctx context.Context, m Message) error
 	// Concurrency bounds the groups applied at once (standard queue: the
 	// messages); 0 means 4.
@@ -55,6 +60,11 @@ type Poller struct {
 	// OnFailure, if set, is told of each message not applied, and of
 	// failed SQS calls (messageID empty).
 	OnFailure func(ctx context.Context, messageID string, err error)
+	// Logger and Metrics are as Handler's: where a closing message that
+	// met no Closed hook is logged (nil: slog.Default()) and counted (nil:
+	// os.Stdout).
+	Logger  *slog.Logger
+	Metrics io.Writer
 }
 
 // Run polls until ctx ends, then finishes the messages it has started,
@@ -119,6 +129,7 @@ func wholeSeconds(d time.Duration) time.Duration {
 }
 
 func (p *Poller) failed(ctx context.Context, id string, err error) {
+	loud(ctx, p.Logger, p.Metrics, queueName(p.QueueURL), id, err)
 	if p.OnFailure != nil {
 		p.OnFailure(ctx, id, err)
 	}

@@ -1,7 +1,9 @@
 package consume_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strconv"
 	"testing"
 
@@ -104,10 +106,21 @@ func TestHandler_GivesMarkersToClosedAndAcknowledgesLateMessages(t *testing.T) {
 	require.Equal(t, []string{"k1", "k3"}, history)
 	require.Equal(t, []string{"k1", "k3", "k2"}, applied)
 
-	unread := consume.Handler{Apply: h.Apply}
-	resp, err = unread.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{fifoRecord("k9", 9, target.ClosedPurged)}})
+	var logs, metrics bytes.Buffer
+	var reasons []error
+	unwired := consume.Handler{Apply: h.Apply, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: &metrics,
+		OnFailure: func(_ context.Context, _ string, err error) { reasons = append(reasons, err) }}
+	resp, err = unwired.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{fifoRecord("k9", 9, target.ClosedPurged), fifoRecord("k10", 10, "")}})
 	require.NoError(t, err)
-	require.Empty(t, failedIDs(resp), "without Closed a marker is acknowledged unread")
+	require.Equal(t, []string{"id-k9", "id-k10"}, failedIDs(resp), "without Closed a marker is never acknowledged unread, and its group waits behind it")
+	require.ErrorIs(t, reasons[0], consume.ErrNoClosedHook)
+	require.Contains(t, logs.String(), "level=ERROR", "it is logged")
+	require.Contains(t, metrics.String(), `"ClosingMessagesWithoutHook":1,"Queue":"events.fifo"`, "and counted")
+
+	acked := consume.Handler{Apply: h.Apply, Closed: consume.AckClosed}
+	resp, err = acked.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{fifoRecord("k9", 9, target.ClosedPurged)}})
+	require.NoError(t, err)
+	require.Empty(t, failedIDs(resp), "AckClosed acknowledges it unread, by choice")
 }
 
 func TestFromLambda_AGroupOnAQueueThatIsNotFIFOKeepsNoOrder(t *testing.T) {

@@ -23,6 +23,7 @@ import {
   InProgressError,
   Inbox,
   LateError,
+  NoClosedHookError,
   NoGroupError,
   OrderError,
   SkippedError,
@@ -119,7 +120,7 @@ test("Handler: handle is bound, as Lambda calls an exported function; an event w
   assert.throws(() => new Handler(undefined as unknown as () => void), TypeError);
 });
 
-test("applyMessage: duplicates and late records are done; a closing message goes to closed, or is acknowledged unread", async () => {
+test("applyMessage: duplicates and late records are done; a closing message goes to closed, or fails for want of one", async () => {
   const m = fromLambda(record("1", "a", FIFO, "g", 1));
   await applyMessage(m, () => Promise.reject(new DuplicateError("dup")));
   await applyMessage(m, () => {
@@ -129,7 +130,10 @@ test("applyMessage: duplicates and late records are done; a closing message goes
   const closing = fromLambda(record("2", "b", FIFO, "g", 2, "dead-letter"));
   assert.equal(closing.closed, "dead-letter");
   const got: string[] = [];
-  await applyMessage(closing, () => assert.fail("a closing message is never applied"));
+  await assert.rejects(
+    applyMessage(closing, () => assert.fail("a closing message is never applied")),
+    NoClosedHookError,
+  );
   await applyMessage(
     closing,
     () => assert.fail("a closing message is never applied"),

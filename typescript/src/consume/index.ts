@@ -11,6 +11,9 @@
 export { ATTR_CLOSED, GROUP_ATTRIBUTE, fromLambda, fromQueue, fromSqs, type LambdaSQSRecord, type SQSMessageLike } from "./decode.js";
 export {
   Handler,
+  METRIC_NAMESPACE,
+  METRIC_NO_CLOSED_HOOK,
+  ackClosed,
   applyMessage,
   type ApplyFunc,
   type BatchResponse,
@@ -32,6 +35,7 @@ export {
   JoinPolicy,
   LateError,
   LatePolicy,
+  NoClosedHookError,
   NoGroupError,
   OrderError,
   SkippedError,

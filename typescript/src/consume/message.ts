@@ -150,7 +150,8 @@ export type ConsumeKind =
   | "no_group" // Go ErrNoGroup
   | "in_progress" // Go ErrInProgress
   | "hold_lost" // Go ErrHoldLost
-  | "skipped"; // Go ErrSkipped
+  | "skipped" // Go ErrSkipped
+  | "no_closed_hook"; // Go ErrNoClosedHook
 
 /** Every outcome of the consumer's half that is not plain success; `kind` says which. */
 export class ConsumeError extends Error {
@@ -271,5 +272,21 @@ export class SkippedError extends ConsumeError {
   constructor(message: string) {
     super(message, "skipped");
     this.name = "SkippedError";
+  }
+}
+
+/**
+ * A message that closes a place reached a Handler with no `closed` hook
+ * (Go's ErrNoClosedHook). It is reported failed, logged at ERROR and
+ * counted (the ClosingMessagesWithoutHook metric), never acknowledged
+ * unread: before 1.0.0 it was, and a consumer wired to the first recipe
+ * (an Inbox used inside apply, no closed hook) left its group behind the
+ * place for ever, in silence. Set `closed` to the Inbox's close, or to
+ * `ackClosed` if the consumer keeps no order.
+ */
+export class NoClosedHookError extends ConsumeError {
+  constructor(message: string) {
+    super(message, "no_closed_hook");
+    this.name = "NoClosedHookError";
   }
 }

@@ -5,7 +5,7 @@ an Inbox in your own DynamoDB transaction, guard side effects outside
 DynamoDB with Idempotency, and consume from Lambda with Handler."""
 
 from ._decode import from_lambda, from_queue, from_sqs
-from ._handler import Handler, apply_message, record_handler
+from ._handler import METRIC_NAMESPACE, METRIC_NO_CLOSED_HOOK, Handler, ack_closed, apply_message, record_handler
 from ._idempotency import Idempotency
 from ._inbox import ATTR_EXPIRES_AT, ATTR_PK, Inbox, TransactItem
 from ._message import (
@@ -21,6 +21,7 @@ from ._message import (
     LateError,
     LatePolicy,
     Message,
+    NoClosedHookError,
     NoGroupError,
     OrderError,
     SkippedError,
@@ -43,11 +44,15 @@ __all__ = [
     "JoinPolicy",
     "LateError",
     "LatePolicy",
+    "METRIC_NAMESPACE",
+    "METRIC_NO_CLOSED_HOOK",
     "Message",
+    "NoClosedHookError",
     "NoGroupError",
     "OrderError",
     "SkippedError",
     "TransactItem",
+    "ack_closed",
     "apply_message",
     "from_lambda",
     "from_queue",

@@ -150,3 +150,15 @@ class SkippedError(ConsumeError):
     invocation ran out of time (Go's ErrSkipped)."""
 
     kind = "skipped"
+
+
+class NoClosedHookError(ConsumeError):
+    """A message that closes a place reached a Handler (or record_handler)
+    with no ``closed`` hook (Go's ErrNoClosedHook). It is reported failed,
+    logged at ERROR and counted (the ClosingMessagesWithoutHook metric),
+    never acknowledged unread: before 1.0.0 it was, and a consumer wired
+    to the first recipe (an Inbox used inside apply, no closed hook) left
+    its group behind the place for ever, in silence. Set ``closed`` to the
+    Inbox's close, or to ``ack_closed`` if the consumer keeps no order."""
+
+    kind = "no_closed_hook"
