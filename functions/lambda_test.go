@@ -29,6 +29,7 @@ import (
 	"github.com/outflowhq/outflow/internal/rie"
 	"github.com/outflowhq/outflow/internal/streams"
 	"github.com/outflowhq/outflow/internal/telemetry"
+	"github.com/outflowhq/outflow/internal/version"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
@@ -160,6 +161,7 @@ func TestSweepBootstrap_DeliversDueRowsUnderTheEmulator(t *testing.T) {
 	require.Equal(t, map[string]string(s.routes), pub.Routes)
 	require.Equal(t, 4, pub.Shards)
 	require.Equal(t, int64(1), pub.Revision)
+	require.Equal(t, version.Version, pub.Version, "the built bootstrap publishes its release version")
 
 	// The logs carry the summary and an EMF record, never payloads or attribute values.
 	text := logs.String()

@@ -13,6 +13,7 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/handler"
+	"github.com/outflowhq/outflow/internal/version"
 )
 
 // Each cold start publishes the function's configuration at its first
@@ -52,6 +53,7 @@ func TestHandlers_PublishTheirConfigurationOncePerChange(t *testing.T) {
 	require.Equal(t, 159334*time.Millisecond, pub.UnsureWait, "the default lease's: (5m − 2s) / 3 + 1m, rounded up to the millisecond")
 	require.Equal(t, "outflow-sweep", pub.PublishedBy)
 	require.Equal(t, int64(1), pub.Revision)
+	require.Equal(t, version.Version, pub.Version, "the dispatcher's release version")
 
 	// The wake's cold start, same configuration: nothing written.
 	rt, out = coldStart()
