@@ -182,16 +182,24 @@ func (a *app) report(res operate.Result, past string) error {
 		if res.Held > 0 {
 			fmt.Fprintf(w, "held %d: a send of theirs ended unsure and may still land until %s; purge them after that\n", res.Held, res.HeldUntil.Format(time.RFC3339))
 		}
+		if res.MayHaveClosed > 0 {
+			fmt.Fprintf(w, "not redriven %d: the message closing their place may have reached the consumer (closed: unsure), so each could arrive after its place was closed, "+
+				"to be recorded late and applied nowhere by a GapWait consumer; purge them to close their place for certain, and stage their effect again under a new key if it is needed, "+
+				"or redrive them with --late if their consumer applies late rows\n", res.MayHaveClosed)
+		}
 	})
 }
 
 func (a *app) deadRedriveCommand() *cobra.Command {
 	var sel selection
-	var dryRun bool
+	var dryRun, late bool
 	cmd := &cobra.Command{
-		Use:   "redrive (KEY...|--queue Q|--all)",
+		Use:   "redrive (KEY...|--queue Q|--all) [--late]",
 		Short: "Return dead letters to pending with a fresh attempt budget, due now",
-		Long:  "Redrive is conditional: only rows that are still failed move; others are counted as skipped.",
+		Long: "Redrive is conditional: only rows that are still failed move; others are counted as skipped. " +
+			"A dead letter whose place was closed (closed: dead-letter, on a skip route) arrives after its place, late: a GapWait consumer records it and, by default, applies nothing. " +
+			"One whose place's closing message may have reached the consumer (closed: unsure or purge-unsure) is not redriven, as it could arrive late too; " +
+			"purge it to close its place for certain, or redrive it with --late.",
 		RunE: func(cmd *cobra.Command, keys []string) error {
 			if err := checkSelection(keys, sel); err != nil {
 				return err
@@ -214,7 +222,11 @@ func (a *app) deadRedriveCommand() *cobra.Command {
 				return a.report(res, "")
 			}
 			bar := &progress{w: a.stderr, label: "redrive"}
-			res, err := operate.Redrive(cmd.Context(), op, keys, sel.Selection, now, bar.step)
+			redrive := operate.Redrive
+			if late {
+				redrive = operate.RedriveLate
+			}
+			res, err := redrive(cmd.Context(), op, keys, sel.Selection, now, bar.step)
 			bar.finish()
 			if rerr := a.report(res, "redriven"); rerr != nil {
 				return rerr
@@ -225,6 +237,7 @@ func (a *app) deadRedriveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&sel.Queue, "queue", "", "every dead letter of this queue")
 	cmd.Flags().BoolVar(&sel.all, "all", false, "every dead letter")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redriven, change nothing")
+	cmd.Flags().BoolVar(&late, "late", false, "redrive too the dead letters whose place's closing message may have reached the consumer (closed: unsure): each may arrive after its place was closed, recorded late and applied nowhere by a GapWait consumer")
 	return cmd
 }
 

@@ -247,9 +247,12 @@ func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Tim
 	cond := o.purgeable(failedBy, unsure)
 	// Deleted at once: a dead letter with no place, or one whose place
 	// was closed already (skip sent its closing message). One whose
-	// closing message could not be sent (unsent) still holds its group:
-	// its closing message is tried again, as for an open place.
-	closedAlready := expression.AttributeExists(expression.Name(AttrClosed)).And(expression.Name(AttrClosed).NotEqual(expression.Value(outbox.ClosedUnsent)))
+	// closing message failed for good (unsent, or unsure: it may not have
+	// landed) still holds its group: its closing message is tried again,
+	// as for an open place. After a purge's failed (purge-unsent,
+	// purge-unsure), a second purge deletes it.
+	closedAlready := expression.AttributeExists(expression.Name(AttrClosed)).And(expression.Name(AttrClosed).NotEqual(expression.Value(outbox.ClosedUnsent))).
+		And(expression.Name(AttrClosed).NotEqual(expression.Value(outbox.ClosedUnsure)))
 	expr, err := expression.NewBuilder().WithCondition(cond.And(unordered().Or(closedAlready))).Build()
 	if err != nil {
 		return fmt.Errorf("build purge condition: %w", err)
@@ -276,7 +279,8 @@ func (o *Operator) Purge(ctx context.Context, key string, now, failedBy time.Tim
 		Set(expression.Name(AttrShard), expression.Value(ShardFor(row, o.cfg.Shards))).
 		Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedPurged)).
 		Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
-	open := expression.AttributeNotExists(expression.Name(AttrClosed)).Or(expression.Name(AttrClosed).Equal(expression.Value(outbox.ClosedUnsent)))
+	open := expression.AttributeNotExists(expression.Name(AttrClosed)).Or(expression.Name(AttrClosed).Equal(expression.Value(outbox.ClosedUnsent))).
+		Or(expression.Name(AttrClosed).Equal(expression.Value(outbox.ClosedUnsure)))
 	_, err = o.update(ctx, "purge", key, o.purgeable(failedBy, unsure).And(same).And(open), closeUpd, types.ReturnValueNone)
 	return err
 }

@@ -199,10 +199,10 @@ func (s *Store) StageOrdered(ctx context.Context, row outbox.Row, now time.Time)
 // except prev and seq, which make the link Malformed; an unknown status
 // counts as a dead head.
 func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
-	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt, "#u": AttrUnsureAt, "#c": AttrClosed}
+	names := map[string]string{"#k": AttrKey, "#s": AttrStatus, "#q": AttrQueue, "#p": AttrPrev, "#f": AttrFailedAt, "#a": AttrAttempt, "#n": AttrSeq, "#d": AttrDueAt, "#u": AttrUnsureAt, "#c": AttrClosed, "#g": AttrGroup}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.cfg.Table), Key: keyOf(key), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a, #n, #d, #u, #c"), ExpressionAttributeNames: names,
+		ProjectionExpression: aws.String("#k, #s, #q, #p, #f, #a, #n, #d, #u, #c, #g"), ExpressionAttributeNames: names,
 	})
 	if err != nil {
 		return outbox.Link{}, fmt.Errorf("link %s: %w", key, err)
@@ -216,7 +216,7 @@ func (s *Store) Link(ctx context.Context, key string) (outbox.Link, error) {
 		}
 		return ""
 	}
-	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue), Closed: str(AttrClosed)}
+	l := outbox.Link{Found: true, Status: outbox.Status(str(AttrStatus)), Queue: str(AttrQueue), Group: str(AttrGroup), Closed: str(AttrClosed)}
 	l.Prev, l.Seq, l.Malformed = readLink(out.Item)
 	if n, ok := wholeNumber(out.Item, AttrDueAt); ok {
 		l.DueAt = fromMs(n)

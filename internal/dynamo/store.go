@@ -405,17 +405,34 @@ func (s *Store) Retry(ctx context.Context, row outbox.Row, dueAt time.Time, hist
 }
 
 // Close implements outbox.Store: a retry that marks the row closed and
-// gives it a fresh budget, for the message that closes its place.
+// gives it a fresh budget, for the message that closes its place. A row
+// given as failed (outbox.StatusFailed) is a dead letter no message closed
+// (outbox.Link.Unclosed): it moves from the dead index back to the due
+// index under the condition that it is still failed and still not closed,
+// its history kept (history is nil). Its successor follows the closing
+// message; DeadLetter then makes it the dead letter it was.
 func (s *Store) Close(ctx context.Context, row outbox.Row, dueAt time.Time, history []outbox.AttemptError) error {
+	cond := holds(row)
+	if row.Status == outbox.StatusFailed {
+		cond = expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed)).
+			And(expression.AttributeNotExists(expression.Name(AttrClosed)))
+	}
 	upd := withHistory(expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)), history).
 		Set(expression.Name(AttrDueAt), expression.Value(dueAt.UnixMilli())).
 		Set(expression.Name(AttrShard), s.shardIfMissing(row)).
 		Set(expression.Name(AttrAttempt), expression.Value(0)).
 		Set(expression.Name(AttrClosed), expression.Value(outbox.ClosedDeadLetter)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	if row.Status == outbox.StatusFailed {
+		upd = upd.Remove(expression.Name(AttrFailedAt)).Remove(expression.Name(AttrDeadQueue))
+	}
 	upd = withUnsureAt(upd, row.UnsureAt)
-	_, err := s.update(ctx, "close", row.Key, holds(row), upd, types.ReturnValueNone)
+	_, err := s.update(ctx, "close", row.Key, cond, upd, types.ReturnValueNone)
 	if isSizeError(err) {
+		if row.Status == outbox.StatusFailed {
+			// It is a dead letter already: it stays one, as it was.
+			return fmt.Errorf("%w: %s: the close would pass DynamoDB's item size limit: %w", outbox.ErrDeadLettered, row.Key, err)
+		}
 		now := time.Now()
 		if len(history) > 0 {
 			now = history[len(history)-1].At
@@ -449,12 +466,19 @@ func (s *Store) Expire(ctx context.Context, row outbox.Row, now time.Time, maxAt
 		And(expression.Name(AttrDueAt).LessThanEqual(expression.Value(nowMs)))
 	cond := expression.Name(AttrAttempt).GreaterThanEqual(expression.Value(maxAttempts)).And(lapsed.Or(stranded))
 	// A closing message whose claim lapsed may or may not have gone: the
-	// place counts as open (ClosedUnsent), and holds its group until a
-	// redrive or a purge (which sends the closing message again).
+	// place counts as open (outbox.ClosedUnsure), and holds its group
+	// until a purge (which sends the closing message again). One stranded
+	// pending is unsure only if a send of it ended so (ClosingFailed); an
+	// open place given (ClosedUnsent: a closing message never tried) is
+	// kept as it is.
+	closed := row.Closed
+	if closed != "" && !outbox.PlaceOpen(closed) {
+		closed = outbox.ClosingFailed(row, row.Status == outbox.StatusClaimed)
+	}
 	err := s.keepingHistory(ctx, "expire", row.Key, cond, func() expression.UpdateBuilder {
 		upd := failUpdate(row.Queue, now, row.UnsureAt, history)
-		if row.Closed != "" {
-			upd = upd.Set(expression.Name(AttrClosed), expression.Value(outbox.Unsent(row.Closed)))
+		if closed != "" {
+			upd = upd.Set(expression.Name(AttrClosed), expression.Value(closed))
 		}
 		return upd
 	})
@@ -579,10 +603,47 @@ func (s *Store) shardIfMissing(row outbox.Row) expression.SetValueBuilder {
 // Redrive returns a failed row to pending with a fresh budget, due now.
 // Only failed rows move; any other gives a *outbox.ConflictError.
 // A row of an ordered group goes back to its group's shard (ShardFor),
-// at the price of one refused write (see placing).
+// at the price of one refused write (see placing). A dead letter whose
+// place's closing message may have reached the consumer
+// (outbox.MayHaveClosed) does not move either: it gives a
+// *MayHaveClosedError, since the row could then arrive after its place was
+// closed, to be recorded late and applied nowhere; RedriveLate moves it.
 func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
+	return s.redrive(ctx, key, now, false)
+}
+
+// RedriveLate is Redrive for a dead letter whose place's closing message
+// may have reached the consumer too (outbox.MayHaveClosed): the operator
+// knows the row may arrive after its place was closed (a GapWait
+// consumer's Inbox records it late, and by default applies nothing).
+func (s *Store) RedriveLate(ctx context.Context, key string, now time.Time) error {
+	return s.redrive(ctx, key, now, true)
+}
+
+// MayHaveClosedError is a redrive refused because the message closing
+// the row's place may have reached the consumer (outbox.MayHaveClosed).
+type MayHaveClosedError struct {
+	Key string
+	// Closed is the row's closed.
+	Closed string
+}
+
+// Error says why the row was not redriven and what to do instead.
+func (e *MayHaveClosedError) Error() string {
+	return fmt.Sprintf("%s: not redriven: the message closing its place may have reached the consumer (closed %q), "+
+		"so the row could arrive after its place was closed, to be recorded late and applied nowhere by a GapWait consumer; "+
+		"purge it to close its place for certain (the closing message is sent again), or redrive it as late", e.Key, e.Closed)
+}
+
+func (s *Store) redrive(ctx context.Context, key string, now time.Time, late bool) error {
 	cond := func() expression.ConditionBuilder {
-		return expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
+		failed := expression.Name(AttrStatus).Equal(expression.Value(outbox.StatusFailed))
+		if late {
+			return failed
+		}
+		closed := expression.Name(AttrClosed)
+		return failed.And(expression.Or(expression.AttributeNotExists(closed),
+			expression.And(closed.NotEqual(expression.Value(outbox.ClosedUnsure)), closed.NotEqual(expression.Value(outbox.ClosedPurgeUnsure)))))
 	}
 	upd := func(shard string) expression.UpdateBuilder {
 		return expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
@@ -594,7 +655,13 @@ func (s *Store) Redrive(ctx context.Context, key string, now time.Time) error {
 			// A redriven row goes as itself, whatever closed its place.
 			Remove(expression.Name(AttrClosed))
 	}
-	return s.placing(ctx, "redrive", key, cond, upd)
+	err := s.placing(ctx, "redrive", key, cond, upd)
+	var conflict *outbox.ConflictError
+	if !late && errors.As(err, &conflict) && conflict.Current != nil &&
+		conflict.Current.Status == outbox.StatusFailed && outbox.MayHaveClosed(conflict.Current.Closed) {
+		return &MayHaveClosedError{Key: key, Closed: conflict.Current.Closed}
+	}
+	return err
 }
 
 // keepingHistory runs an update that replaces the stored error history

@@ -52,7 +52,12 @@ type Result struct {
 	// windows closes, rounded up to the second.
 	Held      int       `json:"held,omitempty"`
 	HeldUntil time.Time `json:"held_until,omitzero"`
-	Keys      []string  `json:"keys,omitempty"`
+	// MayHaveClosed counts the dead letters a redrive left because the
+	// message closing their place may have reached the consumer
+	// (dynamo.MayHaveClosedError): redriven, they could arrive after their
+	// place was closed, to be recorded late and applied nowhere.
+	MayHaveClosed int      `json:"may_have_closed,omitempty"`
+	Keys          []string `json:"keys,omitempty"`
 	// OlderThan is --older-than, when given: younger dead letters were
 	// not selected, and the report says so rather than let a 0 look like
 	// an empty table.
@@ -94,9 +99,12 @@ func Apply(ctx context.Context, action string, each func(fn func(string) error) 
 				mu.Lock()
 				var conflict *outbox.ConflictError
 				var held *HeldError
+				var closed *dynamo.MayHaveClosedError
 				switch {
 				case err == nil:
 					res.Done++
+				case errors.As(err, &closed):
+					res.MayHaveClosed++
 				case errors.As(err, &held):
 					res.Held++
 					// Rounded up: a purge at the time reported goes.
@@ -133,10 +141,19 @@ func Apply(ctx context.Context, action string, each func(fn func(string) error) 
 
 // Redrive returns the rows named to pending with a fresh budget, due now:
 // the conditional write of dynamo.Store.Redrive, which moves only rows
-// still failed.
+// still failed, and not those whose place's closing message may have
+// reached the consumer (counted as MayHaveClosed).
 func Redrive(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, step func()) (Result, error) {
 	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
 	return Apply(ctx, "redrive", each, func(ctx context.Context, k string) error { return op.Redrive(ctx, k, now) }, step)
+}
+
+// RedriveLate is Redrive that moves too the rows whose place's closing
+// message may have reached the consumer (dynamo.Store.RedriveLate): the
+// operator knows they may arrive after their place was closed.
+func RedriveLate(ctx context.Context, op *dynamo.Operator, keys []string, sel Selection, now time.Time, step func()) (Result, error) {
+	each := func(fn func(string) error) error { return EachKey(ctx, op, keys, sel, now, fn) }
+	return Apply(ctx, "redrive", each, func(ctx context.Context, k string) error { return op.RedriveLate(ctx, k, now) }, step)
 }
 
 // Hold is how a purge holds back dead letters a late copy of which may

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -97,6 +98,11 @@ func (r *run) prevGate(ctx context.Context, ref DueRef) (gate, Link) {
 			// The key was delivered and staged again, in another place:
 			// the row it names is gone.
 			l = Link{}
+		}
+		if dh, _ := r.headPolicy(ref.Queue); l.Unclosed(dh) {
+			g := r.closePlace(ctx, ref.Prev, l)
+			l.Status = StatusPending // on its way, as its closing message
+			return g, l
 		}
 		g := r.settles(l, ref.Queue)
 		if g == gateBlocked {
@@ -240,9 +246,42 @@ func (r *run) closes(row Row) bool {
 		row.Closed == "" && row.Malformed == "" && !row.Unclaimed
 }
 
+// closePlace sends a dead letter that was never closed (Link.Unclosed:
+// dead-lettered under block, or while its route was not listed, and now
+// under skip) back to pending as the message that closes its place, as
+// the skip path does at dead-lettering: Store.Close of the failed row, due
+// once no unsure send of it can land, its history kept. The successor that
+// read it waits (gateWait) and follows the closing message, which a sweep
+// sends and settles as the dead letter it was; a redrive or purge that
+// came first wins, and the successor reads the row again. A row too large
+// to close stays the dead letter it was, and its group goes past it with a
+// gap, as for any row too large to close (gateGo).
+func (r *run) closePlace(ctx context.Context, key string, l Link) gate {
+	row := Row{Key: key, Queue: l.Queue, Group: l.Group, Seq: l.Seq, Prev: l.Prev, Status: StatusFailed, FailedAt: l.FailedAt, UnsureAt: l.UnsureAt}
+	due := r.now()
+	if !l.UnsureAt.IsZero() && l.UnsureAt.Add(r.policy.UnsureWait()).After(due) {
+		due = l.UnsureAt.Add(r.policy.UnsureWait())
+	}
+	r.log.InfoContext(ctx, "closing the place of a dead letter that no message closed, before its successor goes (its route is now under skip)",
+		"key", key, "queue", l.Queue, "group", l.Group, "seq", l.Seq, "closed_at", due)
+	err := r.store.Close(ctx, row, due, nil)
+	var conflict *ConflictError
+	switch {
+	case err == nil:
+		return gateWait
+	case errors.Is(err, ErrDeadLettered):
+		r.log.WarnContext(ctx, "dead letter too large to close: its group goes past it with a gap", "key", key, "error", err)
+		return gateGo
+	case errors.As(err, &conflict):
+		r.t.conflicts.Add(1)
+		return gateWait // redriven or purged since the read: read again later
+	}
+	return r.linkFailed(ctx, key, err)
+}
+
 // deadLink is the link of row as a dead letter.
 func deadLink(row Row) Link {
-	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, UnsureAt: row.UnsureAt, Closed: row.Closed}
+	return Link{Found: true, Status: StatusFailed, Queue: row.Queue, Group: row.Group, Seq: row.Seq, Prev: row.Prev, Malformed: row.Malformed, UnsureAt: row.UnsureAt, Closed: row.Closed}
 }
 
 // deadSettles reports whether a dead letter of this row lets its group go
@@ -260,6 +299,15 @@ func (r *run) deadSettles(row Row) bool {
 func (r *run) deadWaits(row Row) bool {
 	dh, _ := r.headPolicy(row.Queue)
 	return deadLink(row).waitsOut(dh)
+}
+
+// deadHolds reports whether a dead letter of row holds the rows parked
+// behind it until an operator acts: it neither waits out its unsure sends
+// nor waits for a later check to close its place (Link.Unclosed: a row
+// the store dead-lettered rather than closed, too large to).
+func (r *run) deadHolds(row Row) bool {
+	dh, _ := r.headPolicy(row.Queue)
+	return !r.deadWaits(row) && !deadLink(row).Unclosed(dh)
 }
 
 // recheck reads, after a pass, each predecessor the run parked rows behind

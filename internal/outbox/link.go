@@ -23,10 +23,12 @@ func (d DeadHead) Valid() bool { return d == DeadHeadBlock || d == DeadHeadSkip 
 // Link is what the head check reads of one row, with a strongly
 // consistent read: whether it exists, its state and its predecessor.
 type Link struct {
-	Found    bool
-	Status   Status
-	Attempt  int
-	Queue    string
+	Found   bool
+	Status  Status
+	Attempt int
+	Queue   string
+	// Group is the row's FIFO message group, empty if it has none.
+	Group    string
 	Prev     string
 	FailedAt time.Time
 	// Seq is the row's place in its group (0 if it has none), DueAt when
@@ -51,7 +53,8 @@ type Link struct {
 	// GapWait consumer for a message that could then only come after it.
 	// An operator redrives it (the row goes in its place) or purges it
 	// (its closing message is tried again; after a purge's failed, a
-	// second purge deletes it and gives the place up).
+	// second purge deletes it and gives the place up). A dead letter with
+	// a place whose Closed is empty was never closed (see Unclosed).
 	Closed string
 }
 
@@ -84,10 +87,11 @@ func DeadLetterBlocks(ordered map[string]DeadHead, l Link) bool {
 
 // Settles reports whether a predecessor in the state l lets its successor
 // go, under the dead-head policy dh: it is gone (delivered, or purged),
-// done, or a dead letter none of whose sends ever ended unsure and whose
-// place is not open (PlaceOpen), and dh is skip. A state no writer of
-// Outflow's leaves counts as a dead letter: the row cannot go on. An unsure dead letter under skip settles only
-// once its wait is over, which SettlesAt says.
+// done, or a dead letter none of whose sends ever ended unsure, whose
+// place is closed (neither open, PlaceOpen, nor never closed, Unclosed),
+// and dh is skip. A state no writer of Outflow's leaves counts as a dead
+// letter: the row cannot go on. An unsure dead letter under skip settles
+// only once its wait is over, which SettlesAt says.
 func (l Link) Settles(dh DeadHead) bool {
 	if !l.Found || l.Status == StatusDone {
 		return true
@@ -95,7 +99,21 @@ func (l Link) Settles(dh DeadHead) bool {
 	if l.Status == StatusPending || l.Status == StatusClaimed || l.Malformed != "" {
 		return false
 	}
-	return dh == DeadHeadSkip && l.UnsureAt.IsZero() && !PlaceOpen(l.Closed)
+	return dh == DeadHeadSkip && l.UnsureAt.IsZero() && !PlaceOpen(l.Closed) && !l.Unclosed(dh)
+}
+
+// Unclosed reports whether l is a dead letter with a place in an ordered
+// group of a FIFO route whose place no message ever closed (Closed is
+// empty), under skip: it was dead-lettered while its route was under
+// block, or not listed (a producer ordered its rows, held as block), and
+// the route is now listed under skip. Its successor must not go past it
+// until its closing message is in its place: the run sends it first, as
+// the skip path does at dead-lettering (Store.Close of the failed row),
+// and the successor then follows the closing message. It neither settles
+// nor blocks: it waits for that message.
+func (l Link) Unclosed(dh DeadHead) bool {
+	return dh == DeadHeadSkip && l.Found && l.Status == StatusFailed && l.Malformed == "" &&
+		l.Closed == "" && l.Seq > 0 && FIFORoute(l.Queue)
 }
 
 // SettlesAt reports whether a predecessor in the state l lets its
@@ -109,14 +127,15 @@ func (l Link) SettlesAt(dh DeadHead, now time.Time, wait time.Duration) bool {
 // waitsOut reports whether l is a dead letter under skip a send of which
 // ended unsure: its group waits, for a bounded time, rather than blocks.
 func (l Link) waitsOut(dh DeadHead) bool {
-	return l.Found && l.Status == StatusFailed && l.Malformed == "" && !PlaceOpen(l.Closed) && !l.UnsureAt.IsZero() && dh == DeadHeadSkip
+	return l.Found && l.Status == StatusFailed && l.Malformed == "" && !PlaceOpen(l.Closed) && !l.UnsureAt.IsZero() && dh == DeadHeadSkip && !l.Unclosed(dh)
 }
 
 // Blocks reports whether a predecessor in the state l holds its successor
 // until an operator acts, under the dead-head policy dh: it neither settles
-// nor is on its way (pending or claimed) nor waits out an unsure attempt,
-// so it is a dead letter, or in a state no writer of Outflow's leaves, and
-// dh is block.
+// nor is on its way (pending or claimed) nor waits out an unsure attempt
+// nor waits for the run to close its place (Unclosed), so it is a dead
+// letter, or in a state no writer of Outflow's leaves, and dh is block,
+// or its place is open (PlaceOpen) or unreadable.
 func (l Link) Blocks(dh DeadHead) bool {
-	return !l.Settles(dh) && l.Status != StatusPending && l.Status != StatusClaimed && !l.waitsOut(dh)
+	return !l.Settles(dh) && l.Status != StatusPending && l.Status != StatusClaimed && !l.waitsOut(dh) && !l.Unclosed(dh)
 }

@@ -217,21 +217,35 @@ const (
 	ClosedDeadLetter = "dead-letter"
 	// ClosedPurged is a dead letter an operator purged.
 	ClosedPurged = "purged"
-	// ClosedUnsent marks a dead letter whose closing message could not
-	// be sent (its own attempts spent, or its claim lapsed), one no
-	// operator purged: its place is open, so it holds its group under
-	// either policy (see Link.Closed). It is never sent as it is; a purge
-	// tries its closing message again, and a redrive sends the row itself.
+	// ClosedUnsent marks a dead letter whose closing message was not sent
+	// (its own attempts spent, each refused for certain, or never made),
+	// one no operator purged: its place is open, so it holds its group
+	// under either policy (see Link.Closed). It is never sent as it is; a
+	// purge tries its closing message again, and a redrive sends the row
+	// itself, in its place. (0.1.0 wrote it for ClosedUnsure too.)
 	ClosedUnsent = "unsent"
 	// ClosedPurgeUnsent marks a dead letter whose purge's closing message
-	// could not be sent. It holds its group as ClosedUnsent does; a second
+	// was not sent. It holds its group as ClosedUnsent does; a second
 	// purge deletes it (the operator gives the place up: a GapPass
 	// consumer passes it), and a redrive sends the row itself.
 	ClosedPurgeUnsent = "purge-unsent"
+	// ClosedUnsure marks a dead letter whose closing message failed for
+	// good after a send of it ended with its outcome unknown (a timeout:
+	// the target may have stored it), or its claim lapsed: the message may
+	// have reached the consumer, which then closed the place, or may not
+	// have. Its place counts as open and holds its group as ClosedUnsent
+	// does; a purge sends the closing message again (a consumer that had
+	// it drops the copy). A redrive is refused unless asked for as late
+	// (see MayHaveClosed): the row could reach a GapWait consumer after
+	// its place was closed, to be recorded late and applied nowhere.
+	ClosedUnsure = "unsure"
+	// ClosedPurgeUnsure is ClosedUnsure for a purge's closing message: a
+	// second purge deletes the row, as after ClosedPurgeUnsent.
+	ClosedPurgeUnsure = "purge-unsure"
 )
 
-// Unsent is the closed of a row whose closing message, for closed, could
-// not be sent.
+// Unsent is the closed of a row whose closing message, for closed, was
+// not sent.
 func Unsent(closed string) string {
 	if closed == ClosedPurged {
 		return ClosedPurgeUnsent
@@ -239,7 +253,41 @@ func Unsent(closed string) string {
 	return ClosedUnsent
 }
 
+// ClosingFailed is the closed of row, a closing message (row.Closed is
+// ClosedDeadLetter or ClosedPurged) that failed for good: ClosedUnsure or
+// ClosedPurgeUnsure if it may have reached the consumer, ClosedUnsent or
+// ClosedPurgeUnsent if it certainly did not. It may have if unsure (its
+// last send ended unsure, or its claim lapsed), or if a send of it since
+// its place was closed ended unsure: row.UnsureAt is later than its last
+// recorded error, which the row's own failure wrote when its place was
+// closed (a closing message's passing failures are not recorded). A row
+// with no readable history and an UnsureAt counts as unsure.
+func ClosingFailed(row Row, unsure bool) string {
+	if !unsure && !row.UnsureAt.IsZero() {
+		unsure = len(row.Errors) == 0 || row.UnsureAt.UnixMilli() > row.Errors[len(row.Errors)-1].At.UnixMilli()
+	}
+	switch {
+	case unsure && row.Closed == ClosedPurged:
+		return ClosedPurgeUnsure
+	case unsure:
+		return ClosedUnsure
+	}
+	return Unsent(row.Closed)
+}
+
+// MayHaveClosed reports whether closed says a place's closing message may
+// have reached the consumer although it failed for good (ClosedUnsure,
+// ClosedPurgeUnsure): a redrive of the row could arrive after its place
+// was closed, and a GapWait consumer would record it late and apply it
+// nowhere.
+func MayHaveClosed(closed string) bool {
+	return closed == ClosedUnsure || closed == ClosedPurgeUnsure
+}
+
 // PlaceOpen reports whether a row's closed (Row.Closed) says its place's
-// closing message could not be sent: its place reached the consumer
-// neither as the row nor closed.
-func PlaceOpen(closed string) bool { return closed == ClosedUnsent || closed == ClosedPurgeUnsent }
+// closing message failed for good: its place may have reached the
+// consumer neither as the row nor closed (for certain, or, for
+// MayHaveClosed, perhaps).
+func PlaceOpen(closed string) bool {
+	return closed == ClosedUnsent || closed == ClosedPurgeUnsent || MayHaveClosed(closed)
+}

@@ -508,7 +508,8 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 // sends the closing message), as a closing message that failed does.
 func (r *run) closeExpired(ctx context.Context, cur Row, ref DueRef, now time.Time, hist []AttemptError) (movedOn bool) {
 	if cur.Status != StatusClaimed {
-		cur.Closed = ClosedDeadLetter
+		// Its closing message was never tried: not sent, for certain.
+		cur.Closed = ClosedUnsent
 		err := r.store.Expire(ctx, cur, now, r.policy.MaxAttempts, hist)
 		r.count(ctx, "expire", cur.Key, err, &r.t.expired)
 		r.holdRow(cur.Key, settledHold(ref.CreatedAt))
@@ -792,7 +793,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 			// The store dead-lettered it instead (too large to close):
 			// its group goes past it as before, with a gap.
 			r.holdRow(row.Key, settledHold(row.CreatedAt))
-			r.settledFor(row, r.deadSettles(row), !r.deadWaits(row))
+			r.settledFor(row, r.deadSettles(row), r.deadHolds(row))
 			return
 		}
 		r.holdRow(row.Key, hold{until: due, row: row.CreatedAt})
@@ -812,7 +813,10 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 			counted = nil
 		}
 		if row.Closed != "" {
-			row.Closed = Unsent(row.Closed)
+			// Unsure if this send, or an earlier one of the closing
+			// message, may have landed (ClosingFailed): a redrive must
+			// then not promise the row goes in its place.
+			row.Closed = ClosingFailed(row, !Definite(sendErr))
 			sendErr = fmt.Errorf("its place's closing message: %w", sendErr)
 		}
 		r.log.InfoContext(ctx, "dead-lettering row", "key", row.Key, "queue", row.Queue, "attempt", row.Attempt, "unsure_at", row.UnsureAt, "error", sendErr)
@@ -822,7 +826,7 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.settleFailed(ctx, row, err)
 		r.holdRow(row.Key, settledHold(row.CreatedAt))
 		written := err == nil || errors.Is(err, ErrDeadLettered)
-		r.settledFor(row, written && r.deadSettles(row), !(written && r.deadWaits(row)))
+		r.settledFor(row, written && r.deadSettles(row), !written || r.deadHolds(row))
 	default:
 		row = unsureAfter(row, now, sendErr)
 		due := now.Add(r.policy.jittered(r.policy.Backoff(row.Attempt)))
