@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -42,6 +43,7 @@ type decodeVector struct {
 		Seq           int64             `json:"seq"`
 		Closed        string            `json:"closed"`
 		Attempt       int               `json:"attempt"`
+		Redriven      bool              `json:"redriven"`
 		Payload       map[string]string `json:"payload"`
 		Attributes    map[string]string `json:"attributes"`
 		TraceParent   string            `json:"trace_parent"`
@@ -62,21 +64,24 @@ type inboxScenario struct {
 		Late string `json:"late"`
 		Join string `json:"join"`
 	} `json:"config"`
-	Steps []struct {
-		Op      string `json:"op"`
-		PK      string `json:"pk"`
-		Message struct {
-			Key    string `json:"key"`
-			Group  string `json:"group"`
-			Seq    int64  `json:"seq"`
-			Closed string `json:"closed"`
-		} `json:"message"`
-		Outcome string `json:"outcome"`
-		Cursor  *int64 `json:"cursor"`
-	} `json:"steps"`
+	Steps   []inboxStep                           `json:"steps"`
 	Exact   bool                                  `json:"exact"`
 	Effects []string                              `json:"effects"`
 	Items   map[string]map[string]json.RawMessage `json:"items"`
+}
+
+type inboxStep struct {
+	Op      string `json:"op"`
+	PK      string `json:"pk"`
+	Message struct {
+		Key      string `json:"key"`
+		Group    string `json:"group"`
+		Seq      int64  `json:"seq"`
+		Closed   string `json:"closed"`
+		Redriven bool   `json:"redriven"`
+	} `json:"message"`
+	Outcome string `json:"outcome"`
+	Cursor  *int64 `json:"cursor"`
 }
 
 func readConsumerFile(t *testing.T, name, member string) []json.RawMessage {
@@ -113,7 +118,7 @@ func inboxScenarios(t *testing.T) []inboxScenario {
 
 func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	vs := decodeVectors(t)
-	require.GreaterOrEqual(t, len(vs), 78)
+	require.GreaterOrEqual(t, len(vs), 83)
 	shapes, envelopes, kinds, errEnvelopes, closed := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, false
 	for _, v := range vs {
 		shapes[v.Shape] = true
@@ -131,9 +136,12 @@ func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	require.Equal(t, map[string]bool{"not_outflow": true, "malformed": true}, kinds)
 	require.Equal(t, map[string]bool{"": true, "sqs": true, "sns": true, "eventbridge": true}, errEnvelopes)
 	require.True(t, closed, "no closing message")
+	for _, env := range []string{"sqs", "sns", "eventbridge"} {
+		require.True(t, slices.ContainsFunc(vs, func(v decodeVector) bool { return v.Want != nil && v.Want.Redriven && v.Want.Envelope == env }), "no redriven %s message", env)
+	}
 
 	ss := inboxScenarios(t)
-	require.GreaterOrEqual(t, len(ss), 20)
+	require.GreaterOrEqual(t, len(ss), 25)
 	outcomes, gaps, lates, joins := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, s := range ss {
 		gaps[s.Config.Gaps], lates[s.Config.Late], joins[s.Config.Join] = true, true, true
@@ -152,6 +160,9 @@ func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	for _, s := range ss {
 		require.True(t, s.Exact, "%s: not exact", s.Name)
 	}
+	require.True(t, slices.ContainsFunc(ss, func(s inboxScenario) bool {
+		return s.Config.Join == "where_seen" && slices.ContainsFunc(s.Steps, func(st inboxStep) bool { return st.Message.Redriven })
+	}), "no redriven row joining a group")
 }
 
 func TestConformance_Decode(t *testing.T) {
@@ -183,7 +194,7 @@ func TestConformance_Decode(t *testing.T) {
 				payload, err = base64.StdEncoding.DecodeString(b)
 				require.NoError(t, err)
 			}
-			require.Equal(t, consume.Message{Key: w.Key, Route: w.Route, Group: w.Group, Seq: w.Seq, Closed: w.Closed, Attempt: w.Attempt,
+			require.Equal(t, consume.Message{Key: w.Key, Route: w.Route, Group: w.Group, Seq: w.Seq, Closed: w.Closed, Attempt: w.Attempt, Redriven: w.Redriven,
 				Payload: payload, Attributes: w.Attributes, TraceParent: w.TraceParent, Envelope: consume.Envelope(w.Envelope),
 				MessageID: w.MessageID, ReceiptHandle: w.ReceiptHandle}, m)
 		})
@@ -272,7 +283,7 @@ func TestConformance_InboxScenarios(t *testing.T) {
 					require.NoError(t, err)
 					continue
 				}
-				m := consume.Message{Key: st.Message.Key, Group: st.Message.Group, Seq: st.Message.Seq, Closed: st.Message.Closed, Attempt: 1}
+				m := consume.Message{Key: st.Message.Key, Group: st.Message.Group, Seq: st.Message.Seq, Closed: st.Message.Closed, Redriven: st.Message.Redriven, Attempt: 1}
 				if st.Op == "close" {
 					err = in.Close(ctx, m)
 				} else {

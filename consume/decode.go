@@ -110,6 +110,7 @@ type snsAttribute struct {
 type eventMeta struct {
 	Key         string            `json:"key"`
 	Attempt     int               `json:"attempt"`
+	Redriven    bool              `json:"redriven"`
 	TraceParent string            `json:"traceparent"`
 	Attributes  map[string]string `json:"attributes"`
 }
@@ -185,6 +186,8 @@ func fromAttributes(r received, env Envelope, route string) (Message, error) {
 	if r.unordered() {
 		m.Group, m.Seq = "", 0
 	}
+	// Any value marks a redriven row: Outflow sends "1".
+	_, m.Redriven = r.attrs[target.AttrRedriven]
 	if v, ok := r.attrs[target.AttrClosed]; ok {
 		if v == "" {
 			return bad("%s is empty", target.AttrClosed)
@@ -239,7 +242,7 @@ func fromEvent(r received, env envelope) (Message, error) {
 	if r.unordered() {
 		group = ""
 	}
-	m := Message{Key: meta.Key, Group: group, Attempt: meta.Attempt, Payload: payload, TraceParent: meta.TraceParent,
+	m := Message{Key: meta.Key, Group: group, Attempt: meta.Attempt, Redriven: meta.Redriven, Payload: payload, TraceParent: meta.TraceParent,
 		Envelope: EnvelopeEventBridge, MessageID: r.id, ReceiptHandle: r.receipt, Attributes: map[string]string{}}
 	for k, v := range meta.Attributes {
 		m.Attributes[k] = v

@@ -101,6 +101,16 @@ const (
 	// places were sent before the queue could keep them and never come,
 	// so under JoinFromStart such a group waits for ever.
 	//
+	// A redriven row (Message.Redriven) keeps its place but may come after
+	// its group went past it, so a group it starts is only started on
+	// trial: its cursor is marked joining, and until a message sent in
+	// its turn moves the cursor, the group's next gap is passed as the
+	// first one was (joined moves to the place after it). A redriven dead
+	// head of a block route is followed by its successors in turn; a
+	// redriven dead letter of a skip route, the new queue's first message
+	// of its group, is followed by a place past the ones sent before the
+	// queue existed, which never come.
+	//
 	// The trade-off: a group's first message then goes unchecked, so a
 	// missing place 1 (and any place before the first one seen) goes
 	// unnoticed for that group, whatever became of it: the consumer
@@ -187,6 +197,10 @@ type OrderError struct {
 	// Place is the message's place; Cursor the last place the group
 	// applied (0: none).
 	Place, Cursor int64
+	// Joining is set when a redriven row started the group (JoinWhereSeen)
+	// and no message sent in its turn has moved its cursor since: a gap
+	// is then passed as the gap before a group's first place is.
+	Joining bool
 }
 
 // Error implements error.
@@ -251,8 +265,9 @@ func (in *Inbox) TransactItems(m Message) ([]types.TransactWriteItem, error) {
 // TransactItemsPast is TransactItems for a message Classify refused for a
 // gap, to apply it anyway: its cursor update accepts the place after
 // exactly the gap seen, and its inbox item records the places passed. A
-// refusal with Cursor 0 is a group with no cursor: TransactItemsPast
-// starts it at the message's place (see JoinWhereSeen).
+// refusal with Cursor 0 is a group with no cursor, and one with Joining
+// a group a redriven row started: TransactItemsPast starts it (again) at
+// the message's place (see JoinWhereSeen).
 func (in *Inbox) TransactItemsPast(m Message, gap *OrderError) ([]types.TransactWriteItem, error) {
 	if gap == nil || !gap.Gap() || gap.Place != m.Seq || gap.Key != m.Key {
 		return nil, errors.New("inbox: TransactItemsPast needs the message's own gap")
@@ -351,13 +366,22 @@ func (in *Inbox) items(m Message, gap, passed *OrderError, record bool) ([]types
 		Set(expression.Name(attrConsumer), expression.Value(in.consumer)).
 		Set(expression.Name(attrGroup), expression.Value(m.Group)).
 		Set(expression.Name(attrAt), expression.Value(now.UnixMilli()))
+	joining := gap != nil && (gap.Cursor == 0 || gap.Joining)
 	if gap != nil {
 		after = gap.Cursor
 		upd = upd.Add(expression.Name(attrSkipped), expression.Value(gap.Place-gap.Cursor-1))
-		if after == 0 {
+		if joining {
 			// The group starts here: the place it joined at.
 			upd = upd.Set(expression.Name(attrJoined), expression.Value(m.Seq))
 		}
+	}
+	switch {
+	case !m.Redriven:
+		// A message sent in its turn: where the group started holds.
+		upd = upd.Remove(expression.Name(attrJoining))
+	case in.join == JoinWhereSeen && (after == 0 || joining):
+		// A redriven row may be late: the group starts here on trial.
+		upd = upd.Set(expression.Name(attrJoining), expression.Value(true))
 	}
 	next := expression.Name(attrSeq).Equal(expression.Value(after))
 	if after == 0 {
@@ -429,13 +453,15 @@ func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWri
 	if !ok {
 		return err
 	}
-	cursor, found, cerr := cursorSeq(reason.Item)
+	item := reason.Item
+	cursor, found, cerr := cursorSeq(item)
 	if !found && in.api != nil {
 		out, gerr := in.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(in.table), Key: keyOf(in.cursorKey(m)), ConsistentRead: aws.Bool(true)})
 		if gerr != nil {
 			return fmt.Errorf("message %s refused by its group's cursor, which could not be read: %w", m.Key, gerr)
 		}
-		cursor, _, cerr = cursorSeq(out.Item)
+		item = out.Item
+		cursor, _, cerr = cursorSeq(item)
 	}
 	if cerr != nil {
 		return fmt.Errorf("message %s: %w", m.Key, cerr)
@@ -445,7 +471,8 @@ func (in *Inbox) Classify(ctx context.Context, m Message, tx []types.TransactWri
 		// was refused: a retry goes through.
 		return err
 	}
-	return &OrderError{Key: m.Key, Group: m.Group, Place: m.Seq, Cursor: cursor}
+	joining, _ := item[attrJoining].(*types.AttributeValueMemberBOOL)
+	return &OrderError{Key: m.Key, Group: m.Group, Place: m.Seq, Cursor: cursor, Joining: joining != nil && joining.Value}
 }
 
 // duplicate classifies an ordered message whose inbox item was there,
@@ -528,7 +555,8 @@ func cursorSeq(item map[string]types.AttributeValue) (seq int64, found bool, err
 // an *OrderError (ErrGap) when it is not the group's turn (retry it
 // later). With GapPass a gap is passed: the effect commits, and the inbox
 // item records the places passed; with JoinWhereSeen so is the gap before
-// the first message of a group with no cursor. A message its group went
+// the first message of a group with no cursor, and the gap after a
+// redriven row that started one (see JoinWhereSeen). A message its group went
 // past is handled by the Late policy: recorded and not applied (an error
 // wrapping ErrLate and the *OrderError; should its key come again in its
 // group's turn, it is applied then), or applied without moving the
@@ -553,8 +581,9 @@ func (in *Inbox) Apply(ctx context.Context, m Message, effect ...types.TransactW
 		return err
 	}
 	switch {
-	case order.Gap() && (in.gaps == GapPass || (in.join == JoinWhereSeen && order.Cursor == 0)):
-		// Passed, or a group with no cursor joined where it is seen.
+	case order.Gap() && (in.gaps == GapPass || (in.join == JoinWhereSeen && (order.Cursor == 0 || order.Joining))):
+		// Passed, or a group with no cursor (or one a redriven row
+		// started) joined where it is seen.
 		if items, err = in.TransactItemsPast(m, order); err != nil {
 			return err
 		}

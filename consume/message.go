@@ -31,6 +31,14 @@ type Message struct {
 	Closed string
 	// Attempt is the delivery attempt that sent this copy, from 1.
 	Attempt int
+	// Redriven is set on a row an operator redrove from Outflow's dead
+	// letters (the outflow.redriven attribute, or redriven in an event's
+	// outflow member): it keeps its place, but may come after its group
+	// went past it. An Inbox never lets such a row settle where a group
+	// it joined part-way through starts (see JoinWhereSeen). Outflow
+	// leaves the mark off a message whose attributes or size have no room
+	// for it, so its absence proves nothing.
+	Redriven bool
 	// Payload is the row's payload as staged, decoded from base64 when
 	// Outflow encoded it. For an EventBridge event it is the event's
 	// detail without the outflow member Outflow added, its members as the

@@ -34,6 +34,10 @@ const (
 	attrLateAfter = "late_after"
 	attrApplied   = "applied"
 	attrJoined    = "joined"
+	// attrJoining marks a group cursor a redriven row started (see
+	// JoinWhereSeen): until a message sent in its turn moves it, the group
+	// is joined again at its next gap.
+	attrJoining   = "joining"
 	attrClosed    = "closed"
 	attrStatus    = "status"
 	attrToken     = "token"

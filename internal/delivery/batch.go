@@ -43,6 +43,7 @@ func messageParts[E any](rows []outbox.Row, fifo bool, limit int, whose string, 
 			errs[i] = outbox.Permanent(err)
 			continue
 		}
+		m = m.MarkRedriven(row, limit)
 		p := part[E]{row: i, size: m.Size}
 		p.entry = entry(p.id(), m, row)
 		parts = append(parts, p)

@@ -27,6 +27,7 @@ const (
 	AttrKey         = target.AttrKey
 	AttrAttempt     = target.AttrAttempt
 	AttrSeq         = target.AttrSeq
+	AttrRedriven    = target.AttrRedriven
 	AttrEncoding    = target.AttrEncoding
 	AttrTraceParent = target.AttrTraceParent
 	AttrSource      = target.AttrSource

@@ -51,6 +51,7 @@ type Event struct {
 type eventMeta struct {
 	Key         string            `json:"key"`
 	Attempt     int               `json:"attempt"`
+	Redriven    bool              `json:"redriven,omitempty"`
 	TraceParent string            `json:"traceparent,omitempty"`
 	Attributes  map[string]string `json:"attributes,omitempty"`
 }
@@ -96,6 +97,14 @@ func NewEvent(row outbox.Row, t Target) (Event, error) {
 	e.Detail = detail
 	e.TraceHeader, _ = XRayHeader(meta.TraceParent)
 	e.Size = len(e.Source) + len(e.DetailType) + len(e.Detail)
+	if !row.RedrivenAt.IsZero() {
+		// A redriven row's outflow member says so (AttrRedriven), where
+		// the event has room for it.
+		meta.Redriven = true
+		if marked, err := eventDetail(row.Payload, meta); err == nil && e.Size-len(e.Detail)+len(marked) <= MaxEventBytes {
+			e.Detail, e.Size = marked, e.Size-len(e.Detail)+len(marked)
+		}
+	}
 	if e.Size > MaxEventBytes {
 		return Event{}, fmt.Errorf("%w: %d bytes of source, detail-type and detail, over EventBridge's %d-byte limit", ErrTooLarge, e.Size, MaxEventBytes)
 	}

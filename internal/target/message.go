@@ -29,6 +29,19 @@ const (
 	// and names nothing of the payload; the message carries the row's key
 	// and place, and a short body. See ClosedBody.
 	AttrClosed = "outflow.closed"
+	// AttrRedriven marks every copy of a row an operator redrove from the
+	// dead letters (its redriven_at is set), with the value RedrivenValue:
+	// the row keeps its place, but may come after its group went past it
+	// (a skip route's dead letter, whose place a closing message closed),
+	// so a consumer joining a group part-way through must not start the
+	// group at it. It is sent only where it fits: a row whose own
+	// attributes fill SQS's 10, or whose message is within the
+	// attribute's bytes of the size limit, goes without it, as it was
+	// staged. A closing message never carries it.
+	AttrRedriven = "outflow.redriven"
+	// RedrivenValue is the value AttrRedriven carries. Readers take the
+	// attribute's presence, whatever its value, for the mark.
+	RedrivenValue = "1"
 )
 
 // The reasons AttrClosed carries: a dead letter its group went past
@@ -125,6 +138,24 @@ func (m Message) Fits(limit int, whose string) error {
 		return fmt.Errorf("%w: %d bytes with attributes, over %s%d-byte limit", ErrTooLarge, m.Size, whose, limit)
 	}
 	return nil
+}
+
+// MarkRedriven returns the message with AttrRedriven added if row was
+// redriven, is no closing message, and the attribute fits: an eleventh
+// attribute or one past limit bytes would make SQS or SNS refuse a row
+// that was valid when it was staged, so the message then goes unmarked.
+func (m Message) MarkRedriven(row outbox.Row, limit int) Message {
+	cost := len(AttrRedriven) + len(AttrType(AttrRedriven)) + len(RedrivenValue)
+	if row.RedrivenAt.IsZero() || row.Closed != "" || len(m.Attrs) >= MaxAttributes || m.Size+cost > limit {
+		return m
+	}
+	attrs := make(map[string]string, len(m.Attrs)+1)
+	for k, v := range m.Attrs {
+		attrs[k] = v
+	}
+	attrs[AttrRedriven] = RedrivenValue
+	m.Attrs, m.Size = attrs, m.Size+cost
+	return m
 }
 
 // AttrType is the data type of an attribute Outflow sends.

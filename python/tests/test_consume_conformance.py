@@ -33,14 +33,17 @@ INBOX = _load("inbox.json", "scenarios")
 
 
 def test_the_consumer_vectors_are_all_there() -> None:
-    assert len(DECODE) >= 78
-    assert len(INBOX) >= 20
+    assert len(DECODE) >= 83
+    assert len(INBOX) >= 25
     assert {v["shape"] for v in DECODE} == {"lambda", "sdk"}
     assert {v["want"]["envelope"] for v in DECODE if "want" in v} == {"sqs", "sns", "eventbridge"}
     errors = {(v["error"]["kind"], v["error"]["envelope"]) for v in DECODE if "error" in v}
     assert {k for k, _ in errors} == {"not_outflow", "malformed"}
     assert {e for _, e in errors} >= {"", "sqs", "sns", "eventbridge"}
     assert any(v["want"]["closed"] for v in DECODE if "want" in v)
+    for env in ("sqs", "sns", "eventbridge"):
+        assert any(v["want"].get("redriven") and v["want"]["envelope"] == env for v in DECODE if "want" in v), f"a redriven {env} message"
+    assert any(sc["config"]["join"] == "where_seen" and any(s.get("message", {}).get("redriven") for s in sc["steps"]) for sc in INBOX)
     outcomes = {s["outcome"] for sc in INBOX for s in sc["steps"] if "outcome" in s}
     assert outcomes >= {"applied", "duplicate", "gap", "late", "closed", "no_group"}
     configs = {(sc["config"]["gaps"], sc["config"]["late"], sc["config"]["join"]) for sc in INBOX}
@@ -84,6 +87,7 @@ def test_decode(v: dict[str, Any]) -> None:
         "seq": m.seq,
         "closed": m.closed,
         "attempt": m.attempt,
+        "redriven": m.redriven,
         "payload": m.payload,
         "attributes": m.attributes,
         "trace_parent": m.trace_parent,
@@ -91,7 +95,7 @@ def test_decode(v: dict[str, Any]) -> None:
         "message_id": m.message_id,
         "receipt_handle": m.receipt_handle,
     }
-    assert got == {**w, "payload": _payload(w["payload"])}
+    assert got == {"redriven": False, **w, "payload": _payload(w["payload"])}
 
 
 # Inbox scenarios, live.
@@ -164,7 +168,7 @@ def run_scenario(client: DynamoDBClient, table: str, sc: dict[str, Any]) -> None
             client.delete_item(TableName=table, Key={"pk": {"S": step["pk"]}})
             continue
         mv = step["message"]
-        m = consume.Message(key=mv["key"], group=mv.get("group", ""), seq=mv.get("seq", 0), closed=mv.get("closed", ""), attempt=1)
+        m = consume.Message(key=mv["key"], group=mv.get("group", ""), seq=mv.get("seq", 0), closed=mv.get("closed", ""), redriven=mv.get("redriven", False), attempt=1)
         error: BaseException | None = None
         try:
             if step["op"] == "close":

@@ -374,7 +374,10 @@ test("Inbox: a closing message has no effect to add; the variants need the messa
   assert.throws(() => inbox.transactItemsRecordLate(m, gap), ConsumeError);
   const past = inbox.transactItemsPast(m, gap);
   assert.deepStrictEqual([past[0]?.Put?.Item?.["gap_from"], past[0]?.Put?.Item?.["gap_to"]], [{ N: "2" }, { N: "2" }]);
-  assert.equal(past[1]?.Update?.UpdateExpression, "SET #seq = :seq, #key = :key, #consumer = :consumer, #group = :group, #at = :at ADD #skipped :skipped");
+  // A row sent in its turn ends a group's trial join (joining); a redriven row under JoinFromStart leaves it alone.
+  assert.equal(past[1]?.Update?.UpdateExpression, "SET #seq = :seq, #key = :key, #consumer = :consumer, #group = :group, #at = :at ADD #skipped :skipped REMOVE #joining");
+  const redriven = { ...m, redriven: true };
+  assert.equal(inbox.transactItemsPast(redriven, gap)[1]?.Update?.UpdateExpression, "SET #seq = :seq, #key = :key, #consumer = :consumer, #group = :group, #at = :at ADD #skipped :skipped");
   const late = inbox.transactItemsRecordLate(m, passed);
   assert.equal(late.length, 1, "a late record moves no cursor");
   assert.deepStrictEqual(late[0]?.Put?.Item?.["applied"], { BOOL: false });

@@ -18,6 +18,8 @@ import { DecodeError, Envelope, type Message } from "./message.js";
 
 /** The attribute that carries a message closing a place (Go's target.AttrClosed). */
 export const ATTR_CLOSED = "outflow.closed";
+/** Marks every copy of a row an operator redrove; any value (Outflow sends "1"). */
+export const ATTR_REDRIVEN = "outflow.redriven";
 const ATTR_SOURCE = "source";
 const ATTR_DETAIL_TYPE = "detail-type";
 const MEMBER_OUTFLOW = "outflow";
@@ -151,6 +153,13 @@ function asString(v: Node, was: string): string {
   if (v.kind === "null") return was;
   if (v.kind !== "string") throw new Unreadable(`${v.kind} is not a string`);
   return v.value;
+}
+
+/** A bool field: null leaves it as it was. */
+function asBool(v: Node, was: boolean): boolean {
+  if (v.kind === "null") return was;
+  if (v.kind !== "true" && v.kind !== "false") throw new Unreadable(`${v.kind} is not a bool`);
+  return v.kind === "true";
 }
 
 /** A *string field: null makes it nil. */
@@ -332,6 +341,7 @@ function fromAttributes(r: Received, env: Envelope, route: string): Message {
     seq,
     closed,
     attempt: Number(attempt), // rounds past 2^53: nothing counts on an attempt
+    redriven: r.attrs.has(ATTR_REDRIVEN),
     payload,
     attributes: Object.fromEntries(attributes),
     traceParent,
@@ -359,13 +369,15 @@ function fromEvent(r: Received, body: string, detail: Node, detailType: string, 
   if (raw === undefined) throw fail("not_outflow", `the event's detail has no ${MEMBER_OUTFLOW} member`);
   let key = "";
   let attempt = 0;
+  let redriven = false;
   let traceParent = "";
   let own: Map<string, string> | null = null;
   try {
-    const fields = { key: "key", attempt: "attempt", trace: "traceparent", attrs: "attributes" } as const;
+    const fields = { key: "key", attempt: "attempt", redriven: "redriven", trace: "traceparent", attrs: "attributes" } as const;
     for (const [f, v] of members(raw, fields)) {
       if (f === "key") key = asString(v, key);
       else if (f === "attempt") attempt = asInt(v, attempt);
+      else if (f === "redriven") redriven = asBool(v, redriven);
       else if (f === "trace") traceParent = asString(v, traceParent);
       else own = asMap(v, own, (x) => asString(x, ""));
     }
@@ -384,6 +396,7 @@ function fromEvent(r: Received, body: string, detail: Node, detailType: string, 
     seq: 0,
     closed: "",
     attempt,
+    redriven,
     payload: utf8.encode("{" + parts.join(",") + "}"),
     attributes: Object.fromEntries(attributes),
     traceParent,

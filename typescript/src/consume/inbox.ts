@@ -52,6 +52,8 @@ const GAP_TO = "gap_to";
 const LATE_AFTER = "late_after";
 const APPLIED = "applied";
 const JOINED = "joined";
+/** A group cursor a redriven row started: joined again at its next gap until a message sent in its turn moves it (Go's attrJoining). */
+const JOINING = "joining";
 const CLOSED = "closed";
 
 /** A DynamoDB item. */
@@ -315,16 +317,27 @@ export class Inbox {
       ":at": { N: String(nowMs) },
     };
     let add = "";
+    const joining = gap !== null && (gap.cursor === 0 || gap.joining);
     if (gap !== null) {
       after = gap.cursor;
       add = " ADD #skipped :skipped";
       unames["#skipped"] = SKIPPED;
       uvalues[":skipped"] = { N: String(gap.place - gap.cursor - 1) };
-      if (after === 0) {
+      if (joining) {
         // The group starts here: the place it joined at.
         sets.push("#joined = :seq");
         unames["#joined"] = JOINED;
       }
+    }
+    if (!m.redriven) {
+      // A message sent in its turn: where the group started holds.
+      add += " REMOVE #joining";
+      unames["#joining"] = JOINING;
+    } else if (this.join === JoinPolicy.WhereSeen && (after === 0 || joining)) {
+      // A redriven row may be late: the group starts here on trial.
+      sets.push("#joining = :true");
+      unames["#joining"] = JOINING;
+      uvalues[":true"] = { BOOL: true };
     }
     let ucond: string;
     if (after === 0) {
@@ -384,16 +397,20 @@ export class Inbox {
     const cursorReason = refused(this.cursorKey(m));
     if (cursorReason === undefined) return error;
     let cursor: number;
+    let item = cursorReason.Item;
     try {
       let found: boolean;
-      [cursor, found] = cursorSeq(cursorReason.Item);
-      if (!found && this.client !== null) [cursor] = cursorSeq(await this.get(this.cursorKey(m)));
+      [cursor, found] = cursorSeq(item);
+      if (!found && this.client !== null) {
+        item = await this.get(this.cursorKey(m));
+        [cursor] = cursorSeq(item);
+      }
     } catch (e) {
       return new ConsumeError(`message ${m.key} refused by its group's cursor: ${e instanceof Error ? e.message : String(e)}`, "error", { cause: e });
     }
     // The cursor moved to this message's turn since the transaction was refused: a retry goes through.
     if (cursor === m.seq - 1) return error;
-    return new OrderError(m.key, m.group, m.seq, cursor);
+    return new OrderError(m.key, m.group, m.seq, cursor, item?.[JOINING]?.BOOL === true);
   }
 
   /**
@@ -464,8 +481,8 @@ export class Inbox {
       order = e;
     }
     if (order.gap) {
-      if (this.gaps === GapPolicy.Pass || (this.join === JoinPolicy.WhereSeen && order.cursor === 0)) {
-        // Passed, or a group with no cursor joined where it is seen.
+      if (this.gaps === GapPolicy.Pass || (this.join === JoinPolicy.WhereSeen && (order.cursor === 0 || order.joining))) {
+        // Passed, or a group with no cursor (or one a redriven row started) joined where it is seen.
         await this.run(m, effect, this.transactItemsPast(m, order));
         return;
       }

@@ -49,6 +49,13 @@ export interface Message {
   /** The delivery attempt that sent this copy, from 1. */
   readonly attempt: number;
   /**
+   * Set on every copy of a row an operator redrove (outflow.redriven): it
+   * keeps its place but may come after its group went past it, so an Inbox
+   * never lets it settle where a group joined part-way starts. Outflow
+   * leaves the mark off where it does not fit.
+   */
+  readonly redriven: boolean;
+  /**
    * The row's payload as staged (decoded from base64 when Outflow encoded
    * it); for an EventBridge event, the detail without Outflow's member.
    */
@@ -79,6 +86,7 @@ export function newMessage(fields: Partial<Message> & { readonly key: string }):
     seq: 0,
     closed: "",
     attempt: 0,
+    redriven: false,
     payload: new Uint8Array(),
     attributes: {},
     traceParent: "",
@@ -206,8 +214,14 @@ export class OrderError extends ConsumeError {
   readonly place: number;
   /** The last place the group applied (0: none). */
   readonly cursor: number;
+  /**
+   * A redriven row started the group (JoinPolicy.WhereSeen) and no message
+   * sent in its turn has moved its cursor since: a gap is then passed as the
+   * gap before a group's first place is (Go's Joining).
+   */
+  readonly joining: boolean;
 
-  constructor(key: string, group: string, place: number, cursor: number) {
+  constructor(key: string, group: string, place: number, cursor: number, joining = false) {
     const gap = cursor < place;
     super(
       gap
@@ -220,6 +234,7 @@ export class OrderError extends ConsumeError {
     this.group = group;
     this.place = place;
     this.cursor = cursor;
+    this.joining = joining;
   }
 
   /** Whether places cursor+1 to place-1 are missing; otherwise the group went past the message's place. */

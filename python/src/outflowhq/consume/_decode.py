@@ -24,6 +24,8 @@ ATTR_ATTEMPT = "outflow.attempt"
 ATTR_ENCODING = "outflow.encoding"
 ATTR_SEQ = "outflow.seq"
 ATTR_CLOSED = "outflow.closed"
+#: Marks every copy of a row an operator redrove; any value (Outflow sends "1").
+ATTR_REDRIVEN = "outflow.redriven"
 ATTR_TRACE_PARENT = "traceparent"
 ATTR_SOURCE = "source"
 ATTR_DETAIL_TYPE = "detail-type"
@@ -291,6 +293,7 @@ def _from_attributes(r: _Received, env: Envelope, route: str) -> Message:
         seq=seq,
         closed=closed,
         attempt=attempt,
+        redriven=ATTR_REDRIVEN in r.attrs,
         payload=payload,
         attributes=attributes,
         trace_parent=trace,
@@ -388,13 +391,18 @@ def _from_event(r: _Received, detail_type: str, source: str) -> Message:
     if raw is None:
         raise fail("not_outflow", f"the event's detail has no {MEMBER_OUTFLOW} member")
     try:
-        meta = _struct(_loads(raw), {"key": "key", "attempt": "attempt", "trace": "traceparent", "attrs": "attributes"})
+        meta = _struct(_loads(raw), {"key": "key", "attempt": "attempt", "redriven": "redriven", "trace": "traceparent", "attrs": "attributes"})
         key = _want_str(meta.get("key"))
         attempt = meta.get("attempt")
         if attempt is None:
             attempt = 0
         if isinstance(attempt, bool) or not isinstance(attempt, int) or not _INT64[0] <= attempt <= _INT64[1]:
             raise _Unreadable("attempt is not a whole number")
+        redriven = meta.get("redriven")
+        if redriven is None:
+            redriven = False
+        if not isinstance(redriven, bool):
+            raise _Unreadable("redriven is not a bool")
         trace = _want_str(meta.get("trace"))
         own: dict[str, str] = {}
         a = meta.get("attrs")
@@ -415,6 +423,7 @@ def _from_event(r: _Received, detail_type: str, source: str) -> Message:
         key=key,
         group="" if r.unordered() else r.group,
         attempt=attempt,
+        redriven=redriven,
         payload=("{" + ",".join(parts) + "}").encode("utf-8", "surrogatepass"),
         attributes=own,
         trace_parent=trace,

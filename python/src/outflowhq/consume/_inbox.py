@@ -31,6 +31,9 @@ ATTR_EXPIRES_AT = "expires_at"
 _CONSUMER, _KEY, _GROUP, _SEQ, _AT = "consumer", "key", "group", "seq", "at"
 _SKIPPED, _GAP_FROM, _GAP_TO, _LATE_AFTER = "skipped", "gap_from", "gap_to", "late_after"
 _APPLIED, _JOINED, _CLOSED = "applied", "joined", "closed"
+#: A group cursor a redriven row started: joined again at its next gap
+#: until a message sent in its turn moves it (Go's attrJoining).
+_JOINING = "joining"
 
 Item = dict[str, Any]
 TransactItem = dict[str, Any]
@@ -216,14 +219,24 @@ class Inbox:
             ":at": {"N": str(now_ms)},
         }
         add = ""
+        joining = gap is not None and (gap.cursor == 0 or gap.joining)
         if gap is not None:
             after = gap.cursor
             add = " ADD #skipped :skipped"
             unames["#skipped"] = _SKIPPED
             uvalues[":skipped"] = {"N": str(gap.place - gap.cursor - 1)}
-            if after == 0:
+            if joining:
                 sets.append("#joined = :seq")
                 unames["#joined"] = _JOINED
+        if not m.redriven:
+            # A message sent in its turn: where the group started holds.
+            add += " REMOVE #joining"
+            unames["#joining"] = _JOINING
+        elif self.join == JoinPolicy.WHERE_SEEN and (after == 0 or joining):
+            # A redriven row may be late: the group starts here on trial.
+            sets.append("#joining = :true")
+            unames["#joining"] = _JOINING
+            uvalues[":true"] = {"BOOL": True}
         if after == 0:
             ucond = "attribute_not_exists(#pk)"
             unames["#pk"] = ATTR_PK
@@ -280,15 +293,16 @@ class Inbox:
         if reason is None:
             return error
         try:
-            cursor, found = _cursor_seq(reason.get("Item"))
+            item = reason.get("Item")
+            cursor, found = _cursor_seq(item)
             if not found and self.client is not None:
-                out = self.client.get_item(TableName=self.table, Key=_key(self.cursor_key(m)), ConsistentRead=True)
-                cursor, _ = _cursor_seq(out.get("Item"))
+                item = self.client.get_item(TableName=self.table, Key=_key(self.cursor_key(m)), ConsistentRead=True).get("Item")
+                cursor, _ = _cursor_seq(item)
         except ConsumeError as e:
             return ConsumeError(f"message {m.key}: {e}")
         if cursor == m.seq - 1:
             return error  # the cursor moved to its turn since: a retry goes through
-        return OrderError(m.key, m.group, m.seq, cursor)
+        return OrderError(m.key, m.group, m.seq, cursor, item is not None and _bool(item, _JOINING) is True)
 
     def _duplicate(self, m: Message, old: Mapping[str, Any] | None) -> BaseException:
         dup = DuplicateError(f"message {m.key}: already applied")
@@ -339,7 +353,7 @@ class Inbox:
         except OrderError as e:
             order = e
         if order.gap:
-            if self.gaps == GapPolicy.PASS or (self.join == JoinPolicy.WHERE_SEEN and order.cursor == 0):
+            if self.gaps == GapPolicy.PASS or (self.join == JoinPolicy.WHERE_SEEN and (order.cursor == 0 or order.joining)):
                 self._run(m, effect, self.transact_items_past(m, order))
                 return
             raise order

@@ -36,6 +36,11 @@ class Message:
     #: Set on a message that closes a place: "dead-letter", "purged".
     closed: str = ""
     attempt: int = 0
+    #: Set on every copy of a row an operator redrove (outflow.redriven):
+    #: it keeps its place but may come after its group went past it, so an
+    #: Inbox never lets it settle where a group joined part-way starts.
+    #: Outflow leaves the mark off where it does not fit.
+    redriven: bool = False
     payload: bytes = b""
     attributes: dict[str, str] = field(default_factory=dict)
     trace_parent: str = ""
@@ -101,8 +106,12 @@ class OrderError(ConsumeError):
     """A message of an ordered group refused: a gap (``kind`` "gap", Go's
     ErrGap) or a group that went past it ("passed", Go's ErrPassed)."""
 
-    def __init__(self, key: str, group: str, place: int, cursor: int) -> None:
+    def __init__(self, key: str, group: str, place: int, cursor: int, joining: bool = False) -> None:
         self.key, self.group, self.place, self.cursor = key, group, place, cursor
+        #: A redriven row started the group (JoinPolicy.WHERE_SEEN) and no
+        #: message sent in its turn has moved its cursor since: a gap is then
+        #: passed as the gap before a group's first place is (Go's Joining).
+        self.joining = joining
         if self.gap:
             text = f"message {key}, place {place} of group {group}: an earlier place of its group is not applied: the group applied up to {cursor}"
         else:
