@@ -185,8 +185,8 @@ func TestLink_ReadsStatusPredecessorPlaceAndFailureTime(t *testing.T) {
 		key  string
 		want outbox.Link
 	}{
-		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Attempt: 1, Queue: "events.fifo", FailedAt: t0, Seq: 1}},
-		{"b", outbox.Link{Found: true, Status: outbox.StatusPending, Queue: "events.fifo", Prev: "a", Seq: 2, DueAt: t0}},
+		{"a", outbox.Link{Found: true, Status: outbox.StatusFailed, Attempt: 1, Queue: "events.fifo", Group: "g", FailedAt: t0, Seq: 1}},
+		{"b", outbox.Link{Found: true, Status: outbox.StatusPending, Queue: "events.fifo", Group: "g", Prev: "a", Seq: 2, DueAt: t0}},
 		{"nothing", outbox.Link{}},
 	}
 	for _, tt := range tests {

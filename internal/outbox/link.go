@@ -47,13 +47,14 @@ type Link struct {
 	// so a late copy of it cannot land after them.
 	UnsureAt time.Time
 	// Closed is the row's Row.Closed. A dead letter whose place's closing
-	// message could not be sent (PlaceOpen) never lets a successor go,
-	// under either policy: its place reached the consumer neither as the
-	// row nor closed, and a successor sent past it would wait at a
-	// GapWait consumer for a message that could then only come after it.
-	// An operator redrives it (the row goes in its place) or purges it
-	// (its closing message is tried again; after a purge's failed, a
-	// second purge deletes it and gives the place up). A dead letter with
+	// message failed for good (PlaceOpen) never lets a successor go,
+	// under either policy: its place may have reached the consumer
+	// neither as the row nor closed, and a successor sent past it would
+	// wait at a GapWait consumer for a message that could then only come
+	// after it. An operator purges it (its closing message is tried
+	// again; after a purge's failed, a second purge deletes it and gives
+	// the place up) or, if that message was not sent (not
+	// MayHaveClosed), redrives it (the row goes in its place). A dead letter with
 	// a place whose Closed is empty was never closed (see Unclosed).
 	Closed string
 }

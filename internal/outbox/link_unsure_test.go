@@ -18,7 +18,9 @@ func TestLink_AnUnsureDeadHeadUnderSkipWaitsItsTimeThenSettles(t *testing.T) {
 	failed := time.UnixMilli(1_800_000_000_000)
 	wait := outbox.DefaultPolicy().UnsureWait()
 	dead := func(unsure bool) outbox.Link {
-		l := outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: "q.fifo", Seq: 1, FailedAt: failed.Add(time.Minute)}
+		// Its place closed, as skip does before it goes past a dead
+		// letter (one never closed waits for that: Link.Unclosed).
+		l := outbox.Link{Found: true, Status: outbox.StatusFailed, Queue: "q.fifo", Seq: 1, FailedAt: failed.Add(time.Minute), Closed: outbox.ClosedDeadLetter}
 		if unsure {
 			l.UnsureAt = failed // an earlier attempt's send; the row failed later
 		}

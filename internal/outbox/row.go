@@ -261,10 +261,22 @@ func Unsent(closed string) string {
 // its place was closed ended unsure: row.UnsureAt is later than its last
 // recorded error, which the row's own failure wrote when its place was
 // closed (a closing message's passing failures are not recorded). A row
-// with no readable history and an UnsureAt counts as unsure.
+// with no readable history and an UnsureAt counts as unsure. A purge's
+// closing message counts as unsure too when the dead letter's last
+// recorded failure was (Unsure): that may be an earlier closing message
+// of the place that may have landed (ClosedUnsure before the purge), or
+// the row's own send, which cannot be told apart, so it errs on the side
+// of telling the operator the place may be closed.
 func ClosingFailed(row Row, unsure bool) string {
+	last := AttemptError{}
+	if len(row.Errors) > 0 {
+		last = row.Errors[len(row.Errors)-1]
+	}
 	if !unsure && !row.UnsureAt.IsZero() {
-		unsure = len(row.Errors) == 0 || row.UnsureAt.UnixMilli() > row.Errors[len(row.Errors)-1].At.UnixMilli()
+		unsure = len(row.Errors) == 0 || row.UnsureAt.UnixMilli() > last.At.UnixMilli()
+	}
+	if !unsure && row.Closed == ClosedPurged {
+		unsure = last.Unsure
 	}
 	switch {
 	case unsure && row.Closed == ClosedPurged:

@@ -800,12 +800,13 @@ func (r *run) settle(ctx context.Context, row Row, sendErr error) {
 		r.settledFor(row, false, false)
 	case IsPermanent(sendErr) || row.Attempt >= r.policy.MaxAttempts:
 		row = unsureAfter(row, now, sendErr)
-		// A closing message that could not be sent closed nothing: the
-		// dead letter says so (ClosedUnsent, or ClosedPurgeUnsent after a
-		// purge), and holds its group under
-		// either policy until an operator redrives it (the row goes in
-		// its place) or purges it (its closing message is tried again):
-		// a successor sent past it would reach a GapWait consumer before
+		// A closing message that failed for good may have closed
+		// nothing: the dead letter says so (ClosedUnsent if it was not
+		// sent, ClosedUnsure if it may have been; the purge forms after
+		// a purge), and holds its group under either policy until an
+		// operator purges it (its closing message is tried again) or,
+		// if it was not sent, redrives it (the row goes in its place): a
+		// successor sent past it would reach a GapWait consumer before
 		// anything of its place could. A skipped row's was counted a
 		// dead letter when it was closed.
 		counted := &r.t.deadLettered
