@@ -1,7 +1,7 @@
 // Package child runs helper processes (the moto server, the Lambda
 // Runtime Interface Emulator) so that none outlives the process that
 // started it: each runs in its own process group, is killed if its parent
-// dies, and Stop ends the whole group.
+// dies (on Linux), and Stop ends the whole group.
 package child
 
 import (
@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -26,7 +25,7 @@ type Process struct {
 
 // Start starts cmd in a new process group that dies with this process.
 func Start(cmd *exec.Cmd) (*Process, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
@@ -43,11 +42,11 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Stop sends the group SIGTERM, waits up to grace, then kills it.
 func (p *Process) Stop(grace time.Duration) {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	p.terminate()
 	select {
 	case <-p.exited:
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		p.kill()
 		<-p.exited
 	}
 }
