@@ -1,6 +1,6 @@
 /**
  * A Lambda SQS handler with partial batch responses that keep a FIFO
- * group's order (Go's consume.Handler, Python's outflow.consume.Handler).
+ * group's order (Go's consume.Handler, Python's outflowhq.consume.Handler).
  */
 
 import { GROUP_ATTRIBUTE, fromLambda, type LambdaSQSRecord } from "./decode.js";

@@ -1,7 +1,7 @@
 /**
  * The consumer's half of Outflow (`@outflowhq/outflow/consume`), as Go's
  * package github.com/outflowhq/outflow/consume and Python's
- * outflow.consume: decode what reached the queue (fromLambda, fromQueue,
+ * outflowhq.consume: decode what reached the queue (fromLambda, fromQueue,
  * fromSqs), apply each row once and in order with an Inbox in your own
  * DynamoDB transaction, guard side effects outside DynamoDB with
  * Idempotency, and consume from Lambda with Handler. Held to the shared

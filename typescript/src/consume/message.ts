@@ -1,7 +1,7 @@
 /**
  * The message a consumer receives, the policies of its Inbox, and the
  * errors of the consumer's half, as Go's package
- * github.com/outflowhq/outflow/consume and Python's outflow.consume have
+ * github.com/outflowhq/outflow/consume and Python's outflowhq.consume have
  * them: each error's `kind` is the name conformance/consumer/*.json gives
  * it.
  */
