@@ -117,7 +117,7 @@ soak-repeat: venv ## The short soak (500 rows) SOAK_RUNS times (20) in a row, fr
 	scripts/soak-repeat.sh $(SOAK_RUNS)
 
 .PHONY: lint
-lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck, no require or t.Fatal off a test's goroutine, shellcheck, and no binary or file over 1 MiB tracked.
+lint: venv $(TOOLS)/actionlint ## gofmt, go vet (also the LocalStack e2e), staticcheck, no require or t.Fatal off a test's goroutine, shellcheck, actionlint on the workflows, and no binary or file over 1 MiB tracked.
 	.ci/tracked-files
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
@@ -126,6 +126,7 @@ lint: venv ## gofmt, go vet (also the LocalStack e2e), staticcheck, no require o
 	# require and t.Fatal off the test's goroutine, in the forms vet and staticcheck miss
 	$(GO) test -count=1 -run '^TestRepository_NoTestStopsFromAnotherGoroutine$$' ./internal/hygiene
 	$(VENV)/bin/shellcheck localstack/*.sh scripts/*.sh .ci/run .ci/tracked-files
+	$(TOOLS)/actionlint -shellcheck $(VENV)/bin/shellcheck
 
 # checkov has its own virtualenv: its pinned dependencies are not
 # aws-sam-cli's, and one resolver cannot satisfy both.
@@ -193,6 +194,23 @@ localstack-deploy: localstack-tools ## Build and deploy template.yaml to LocalSt
 .PHONY: localstack-test
 localstack-test: venv ## Run the suites and the deployed-stack e2e test against LocalStack.
 	localstack/test.sh
+
+# Release tools: modules of their own (Go tool directives), so an application
+# that imports Outflow never downloads them; built into bin/tools. actionlint
+# has its own (tools/actionlint): it needs an earlier go.yaml.in/yaml/v4
+# than goreleaser's, whose API it no longer builds against.
+$(TOOLS)/goreleaser: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $@ github.com/goreleaser/goreleaser/v2
+
+$(TOOLS)/actionlint: tools/actionlint/go.mod tools/actionlint/go.sum
+	cd tools/actionlint && $(GO) build -o $@ github.com/rhysd/actionlint/cmd/actionlint
+
+.PHONY: release-tools
+release-tools: $(TOOLS)/goreleaser $(TOOLS)/actionlint ## Build the pinned goreleaser (tools/go.mod) and actionlint (tools/actionlint/go.mod) into bin/tools.
+
+.PHONY: release-go
+release-go: $(TOOLS)/goreleaser ## goreleaser check, a snapshot release into dist/go (nothing published), then check its archives: all there, the CLI runs, each bootstrap zip is one arm64 ELF.
+	scripts/release-go.sh $(TOOLS)/goreleaser
 
 # The Python release tools (build, twine) have their own virtualenv: pinned
 # in python/requirements-release.txt, apart from the package's test tools.
