@@ -231,6 +231,11 @@ release-python: $(VENV)/.moto $(RELEASE_VENV)/.installed ## The Python wheel and
 release-typescript: $(VENV)/.moto ## The npm tarball into dist/typescript (npm pack), publint and attw on it, its file list checked; then installed in a fresh npm project outside the checkout, it runs the README's examples on moto.
 	scripts/release-typescript.sh
 
+.PHONY: release-check
+release-check: validate release-go release-python release-typescript $(TOOLS)/actionlint ## Every release artifact built, checked and installed from itself: goreleaser check and a snapshot, the wheel and sdist, the npm tarball, each installed outside the checkout running its README's examples on moto; actionlint on the workflows and sam validate --lint on the template. .ci/run runs it.
+	$(TOOLS)/actionlint -shellcheck $(VENV)/bin/shellcheck
+	scripts/release-tag-check.sh v$$($(GO) run ./cmd/outflow version --output json | $(PYTHON) -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+
 .PHONY: clean
 clean: ## Remove build output (keeps .venv and bin/tools).
 	rm -rf $(BIN)/arm64 $(BIN)/host .aws-sam

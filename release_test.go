@@ -18,7 +18,7 @@ import (
 
 // releaseFacts is what each place that names the release says.
 type releaseFacts struct {
-	pyVersion, pyLicense string
+	pyVersion, pyLicense   string
 	npmVersion, npmLicense string
 	npmPrivate             bool
 	sar                    map[string]any
