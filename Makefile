@@ -16,6 +16,11 @@ FUNCTIONS    := sweep wake
 # speaks the runtime API only).
 GOBUILD      := CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -tags lambda.norpc
 export SAM_CLI_TELEMETRY := 0
+# The commit and its time, for outflow version: Go's own VCS stamp is off
+# where GOFLAGS has -buildvcs=false (as on some CI machines), so make cli
+# sets them as a release build does (.goreleaser.yaml).
+VERSION_PKG     := github.com/outflowhq/outflow/internal/version
+VERSION_LDFLAGS := -X $(VERSION_PKG).Commit=$(shell git rev-parse HEAD 2>/dev/null) -X $(VERSION_PKG).Date=$(shell git log -1 --format=%cI 2>/dev/null)
 
 .DEFAULT_GOAL := help
 
@@ -147,8 +152,8 @@ run: $(VENV)/.moto ## Run Outflow end to end on this machine (moto, template-pro
 	$(GO) run ./cmd/outflow local $(ARGS)
 
 .PHONY: cli
-cli: ## Build the CLI alone (bin/outflow), in seconds: no Lambda cross-compiling.
-	$(GO) build -trimpath -o $(BIN)/outflow ./cmd/outflow
+cli: ## Build the CLI alone (bin/outflow), in seconds once the build cache is warm: no Lambda cross-compiling. outflow version names the commit.
+	$(GO) build -trimpath -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/outflow ./cmd/outflow
 
 .PHONY: build
 build: cli ## Build the CLI (bin/outflow) and both bootstraps for linux/arm64 (deploy) and this machine (local --rie).
