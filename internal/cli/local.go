@@ -117,7 +117,7 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		for _, line := range r.Exports() {
 			fmt.Fprintln(a.stderr, line)
 		}
-		fmt.Fprintf(a.stderr, "\nthe web console, in that shell: go run ./cmd/outflow ui   (then open http://%s/)\n", uiDefaultAddr)
+		fmt.Fprintf(a.stderr, "\nthe web console, in that shell: %s ui   (then open http://%s/)\n", local.Invocation(), uiDefaultAddr)
 		<-ctx.Done()
 	}
 	stop()

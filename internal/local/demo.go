@@ -560,9 +560,10 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 		fmt.Fprintf(w, "sweeps by partition: %s\n", strings.Join(counts, ", "))
 	}
 	fmt.Fprintf(w, "\ninspect the dead letters (with --keep, while it runs):\n")
-	// As make run runs it, from the repository root: outflow need not be
-	// on the PATH, and bin/outflow is there only after make cli.
-	base := fmt.Sprintf("go run ./cmd/outflow --endpoint %s --table %s", endpoint, table)
+	// As this process was run: go run ./cmd/outflow from the repository
+	// root under make run, where outflow need not be on the PATH; the
+	// binary itself from a release archive.
+	base := fmt.Sprintf("%s --endpoint %s --table %s", Invocation(), endpoint, table)
 	fmt.Fprintf(w, "  %s dead list\n  %s dead show %s\n  %s dead redrive --all\n", base, base, keyBroken, base)
 	if rep.OK() {
 		fmt.Fprintln(w, "\nOK: every row was delivered or dead-lettered as staged")
