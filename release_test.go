@@ -21,6 +21,7 @@ type releaseFacts struct {
 	pyVersion, pyLicense   string
 	npmVersion, npmLicense string
 	npmPrivate             bool
+	npmRuntime             string
 	sar                    map[string]any
 	changelog              string
 }
@@ -46,6 +47,9 @@ func readRelease(t *testing.T) releaseFacts {
 	}
 	require.NoError(t, json.Unmarshal(raw, &pkg))
 	f.npmVersion, f.npmLicense, f.npmPrivate = pkg.Version, pkg.License, pkg.Private
+	raw, err = os.ReadFile("typescript/src/version.ts")
+	require.NoError(t, err)
+	f.npmRuntime = field(t, string(raw), `(?m)^export const VERSION = "([^"]+)";$`)
 
 	raw, err = os.ReadFile("template.yaml")
 	require.NoError(t, err)
@@ -87,6 +91,7 @@ func TestVersion_IsOneEverywhere(t *testing.T) {
 	cases := []struct{ where, says string }{
 		{"python/pyproject.toml [project] version", f.pyVersion},
 		{"typescript/package.json version", f.npmVersion},
+		{"typescript/src/version.ts VERSION", f.npmRuntime},
 		{"template.yaml SemanticVersion", f.sar["SemanticVersion"].(string)},
 		{"template.yaml SourceCodeUrl's tag", strings.TrimPrefix(f.sar["SourceCodeUrl"].(string), "https://github.com/outflowhq/outflow/tree/v")},
 		{"outflow version", strings.Fields(out.String())[1]},

@@ -26,3 +26,4 @@ export { Published, decodePublished, loadPublished, type Config, type DynamoDBCl
 export { MAX_ORDERED_ATTRIBUTES, MAX_OWN_ATTRIBUTES, storedAttributes, validateRow, type Row } from "./row.js";
 export { parseRoutes, type Target, type TargetKind } from "./target.js";
 export { currentTraceParent } from "./trace.js";
+export { VERSION } from "./version.js";

@@ -18,7 +18,7 @@
  */
 
 import assert from "node:assert/strict";
-import { lstatSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, sep } from "node:path";
 import { test } from "node:test";
@@ -97,5 +97,9 @@ readmeExamples({
     // And the consumer block's inbox is an Inbox of that very module.
     const consume = (await import(resolved.consume)) as { Inbox: abstract new (...args: never[]) => unknown };
     assert.ok(exports["inbox"] instanceof consume.Inbox, `the consumer block's Inbox is not ${resolved.consume}'s`);
+    // The installed code says the version its package.json says.
+    const main = (await import(resolved.main)) as { VERSION?: string };
+    const installed = JSON.parse(readFileSync(INSTALLED + "package.json", "utf8")) as { version: string };
+    assert.equal(main.VERSION, installed.version, "the installed package's VERSION is its package.json's version");
   },
 });

@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import * as outflow from "../src/index.js";
 import { ROOT } from "./vectors.js";
 
 /** typescript/: tests run from typescript/dist/test/. */
@@ -31,4 +32,9 @@ test("package.json names the licence, and ships LICENSE and NOTICE", () => {
   assert.ok(readFileSync(ROOT + "LICENSE", "utf8").includes("Apache License\n                           Version 2.0"), "the repository's LICENSE is Apache-2.0");
   assert.equal(pkg.private, undefined, "the package is published");
   assert.ok(pkg.files?.includes("LICENSE") && pkg.files.includes("NOTICE"));
+});
+
+test("the package exports its version, package.json's (review 49, R49-2)", () => {
+  const pkg = JSON.parse(readFileSync(PACKAGE + "package.json", "utf8")) as { version: string };
+  assert.equal(outflow.VERSION, pkg.version, "src/version.ts's VERSION differs from package.json's version");
 });
