@@ -69,3 +69,12 @@ def test_the_powertools_record_handler_raises_for_a_missing_hook(capsys: pytest.
     seen: list[Message] = []
     record_handler(lambda m: None, closed=seen.append)(_record("k2", 2, "purged"))
     assert [m.key for m in seen] == ["k2"]
+
+
+def test_the_record_handler_logs_and_counts_where_it_is_told() -> None:
+    lines: list[str] = []
+    logger = logging.getLogger("test.record_handler")
+    handle = record_handler(lambda m: None, logger=logger, metrics=lines.append)
+    with pytest.raises(NoClosedHookError):
+        handle(_record("k2", 2, "purged"))
+    assert json.loads(lines[0])["Queue"] == "events.fifo"

@@ -155,7 +155,8 @@ class Handler:
     __call__ = handle
 
 
-def record_handler(apply: ApplyFunc, closed: ApplyFunc | None = None) -> Callable[[Any], None]:
+def record_handler(apply: ApplyFunc, closed: ApplyFunc | None = None, *, logger: logging.Logger | None = None,
+                   metrics: Callable[[str], None] | None = None) -> Callable[[Any], None]:
     """A record handler for AWS Lambda Powertools' batch utilities
     (process_partial_response with SqsFifoPartialProcessor or
     BatchProcessor(EventType.SQS)): it decodes the record (a Powertools
@@ -170,7 +171,7 @@ def record_handler(apply: ApplyFunc, closed: ApplyFunc | None = None) -> Callabl
         try:
             apply_message(from_lambda(raw), apply, closed)
         except NoClosedHookError as e:
-            loud(e, _queue_name(raw.get("eventSourceARN")), str(raw.get("messageId", "")))
+            loud(e, _queue_name(raw.get("eventSourceARN")), str(raw.get("messageId", "")), logger, metrics)
             raise
 
     return handle
