@@ -39,6 +39,7 @@ type item struct {
 	Errors     []attemptError    `dynamodbav:"errors,omitempty"`
 	LastError  string            `dynamodbav:"last_error,omitempty"`
 	StageID    string            `dynamodbav:"stage_id,omitempty"`
+	Content    string            `dynamodbav:"content,omitempty"`
 }
 
 type attemptError struct {
@@ -74,6 +75,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
 		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil), UnsureAt: ms(row.UnsureAt),
 		RedrivenAt: ms(row.RedrivenAt), Closed: row.Closed, LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
+		Content: row.ContentDigest,
 	}
 	switch row.Status {
 	case outbox.StatusPending, outbox.StatusClaimed:
@@ -90,7 +92,9 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 	if err != nil {
 		return nil, fmt.Errorf("encode row %s: %w", row.Key, err)
 	}
-	av[AttrPayload] = encodePayload(row.Payload)
+	if !dropped(row) {
+		av[AttrPayload] = encodePayload(row.Payload)
+	}
 	return av, nil
 }
 
@@ -137,7 +141,12 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 		row.Status = st.Status
 	}
 	row.Queue = d.str(AttrQueue)
-	row.Payload = d.payload()
+	row.ContentDigest = d.str(AttrContent)
+	// A tombstone (done) has no payload: its settle dropped it, and its
+	// attributes, for their digest. Every other row must have one.
+	if row.Status != outbox.StatusDone || av[AttrPayload] != nil {
+		row.Payload = d.payload()
+	}
 	row.Attributes = d.strMap(AttrAttributes)
 	row.Group = d.str(AttrGroup)
 	row.NotBefore = fromMs(d.num(AttrNotBefore))

@@ -58,6 +58,11 @@ const (
 	// write it (another language's, by hand) is still delivered: its rows
 	// take the claimed path.
 	AttrStageID = "stage_id"
+	// AttrContent (S) is outbox.Row.ContentDigest: written by the settle
+	// that keeps a delivered row as done (a tombstone), which removes the
+	// row's AttrPayload and AttrAttributes; ContentDigest says how it is
+	// made. Only a done row has it.
+	AttrContent = "content"
 	// AttrErrorsUnreadable keeps an error history a quarantine found in a
 	// form it could not append to.
 	AttrErrorsUnreadable = "errors_unreadable"

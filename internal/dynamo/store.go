@@ -1,12 +1,10 @@
 package dynamo
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"time"
 
@@ -107,24 +105,6 @@ func (s *Store) Stage(ctx context.Context, row outbox.Row, now time.Time) error 
 		return nil
 	}
 	return err
-}
-
-// SameContent reports whether two rows carry what a producer chose alike:
-// queue, payload, attributes, group and delay. Delivery state is ignored.
-func SameContent(a, b outbox.Row) bool {
-	return a.Queue == b.Queue && bytes.Equal(a.Payload, b.Payload) && a.Group == b.Group &&
-		maps.Equal(content(a.Attributes), content(b.Attributes)) && a.NotBefore.UnixMilli() == b.NotBefore.UnixMilli()
-}
-
-// content is a row's attributes without its trace context: a retry staged
-// from another request carries another traceparent, and is the same row.
-func content(attrs map[string]string) map[string]string {
-	if _, ok := attrs[outbox.AttrTraceParent]; !ok {
-		return attrs
-	}
-	out := maps.Clone(attrs)
-	delete(out, outbox.AttrTraceParent)
-	return out
 }
 
 // StageInput is the conditional put that stages row, for callers that add
@@ -359,7 +339,8 @@ func withAttempt(upd expression.UpdateBuilder, row outbox.Row) expression.Update
 }
 
 // Done implements outbox.Store: it deletes the row, or keeps it as done
-// until the retention TTL when one is configured.
+// until the retention TTL when one is configured, without its payload and
+// attributes (tombstone).
 func (s *Store) Done(ctx context.Context, row outbox.Row, now time.Time) error {
 	if s.cfg.DoneRetention == 0 {
 		expr, err := expression.NewBuilder().WithCondition(holds(row)).Build()
@@ -381,8 +362,24 @@ func (s *Store) Done(ctx context.Context, row outbox.Row, now time.Time) error {
 		Set(expression.Name(AttrExpiresAt), expression.Value(now.Add(s.cfg.DoneRetention).Unix())).
 		Remove(expression.Name(AttrShard)).Remove(expression.Name(AttrDueAt)).
 		Remove(expression.Name(AttrToken)).Remove(expression.Name(AttrLeaseUntil))
+	upd = tombstone(upd, row)
 	_, err := s.update(ctx, "done", row.Key, holds(row), upd, types.ReturnValueNone)
 	return err
+}
+
+// tombstone makes the settle to done drop what only a delivery needs:
+// the row's payload and attributes, kept as their digest (ContentDigest),
+// by which a producer's retry of the key is still told from other
+// content. A row given without its payload (one the store could not read
+// whole is never settled done; this is a guard) keeps what it has. The
+// update costs what it did: DynamoDB bills it on the larger of the item
+// before and after.
+func tombstone(upd expression.UpdateBuilder, row outbox.Row) expression.UpdateBuilder {
+	if row.Payload == nil {
+		return upd
+	}
+	return upd.Set(expression.Name(AttrContent), expression.Value(ContentDigest(row))).
+		Remove(expression.Name(AttrPayload)).Remove(expression.Name(AttrAttributes))
 }
 
 // Retry implements outbox.Store. Moving due_at moves the row within the due

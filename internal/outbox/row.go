@@ -103,6 +103,11 @@ type Row struct {
 	// Errors is the recent attempt history, oldest first.
 	Errors    []AttemptError
 	LastError string
+	// ContentDigest is set on a delivered row kept as done (a tombstone),
+	// whose settle dropped its Payload and Attributes: a digest of them,
+	// so a producer's retry of the key is still told from other content
+	// (see dynamo.SameContent). Empty on every other row.
+	ContentDigest string
 
 	// Malformed is set by a store that claimed a row it could not fully
 	// read. The engine dead-letters such a row with this reason instead of
