@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -47,7 +48,29 @@ const (
 	RouteBus     = "domain"      // an EventBridge bus, ?source=shop&detail-type=order.changed
 	BusSource    = "shop"
 	BusDetail    = "order.changed"
+	// RouteSkip is an SQS FIFO queue, ordered (skip): a dead letter's
+	// place is closed by a message of reason dead-letter.
+	RouteSkip = "skipped.fifo"
+	// RouteTopicOrdered is an SNS FIFO topic, ordered (block): a purged
+	// dead head's place is closed by a message of reason purged.
+	RouteTopicOrdered = "bulletins.fifo"
+	// RouteTopicSkip is an SNS FIFO topic, ordered (skip).
+	RouteTopicSkip = "skipped-bulletins.fifo"
 )
+
+// Ordered are the generated ordered routes and what a dead head does to
+// their groups (block or skip), as OUTFLOW_ORDERED takes them.
+var Ordered = map[string]string{RouteOrdered: "block", RouteSkip: "skip", RouteTopicOrdered: "block", RouteTopicSkip: "skip"}
+
+// OrderedEnv is ordered as OUTFLOW_ORDERED: route=policy,… in name order.
+func OrderedEnv(ordered map[string]string) string {
+	var out []string
+	for route, policy := range ordered {
+		out = append(out, route+"="+policy)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
 
 // Row states as the fixture captured them, and what the current code must
 // make of a pending one (Expect).

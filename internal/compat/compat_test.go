@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"maps"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -90,20 +91,33 @@ type targets struct {
 	queues map[string]string
 }
 
-// newTargets makes a target of the kind each of the fixtures' routes
-// had, on the test endpoint, with a queue that receives its messages.
-func newTargets(t *testing.T) targets {
+// newTargets makes, on the test endpoint, a target of the kind each of
+// the release's published routes had (an SQS queue, an SNS topic with a
+// queue subscribed raw, an EventBridge bus with a rule to a queue; FIFO
+// where the route's name ends in .fifo), with a queue that receives its
+// messages.
+func newTargets(t *testing.T, published map[string]string) targets {
 	t.Helper()
 	ts := targets{routes: map[string]string{}, queues: map[string]string{}}
-	for route, fifo := range map[string]bool{compat.RouteQueue: false, compat.RouteFIFO: true, compat.RouteOrdered: true} {
-		url := awstest.NewQueue(t, fifo)
-		ts.routes[route], ts.queues[route] = url, url
+	for route, target := range published {
+		fifo := strings.HasSuffix(route, ".fifo")
+		switch {
+		case strings.HasPrefix(target, "arn:aws:sns:"):
+			topic := awstest.NewTopic(t, fifo)
+			ts.routes[route], ts.queues[route] = topic, awstest.Subscribe(t, topic, fifo)
+		case strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://"):
+			url := awstest.NewQueue(t, fifo)
+			ts.routes[route], ts.queues[route] = url, url
+		default:
+			_, query, ok := strings.Cut(target, "?")
+			require.True(t, ok, "%s: %s is a bus with its source and detail-type", route, target)
+			q, err := neturl.ParseQuery(query)
+			require.NoError(t, err, route)
+			bus, _ := awstest.NewBus(t)
+			ts.routes[route] = bus + "?source=" + neturl.QueryEscape(q.Get("source")) + "&detail-type=" + neturl.QueryEscape(q.Get("detail-type"))
+			ts.queues[route] = awstest.RouteEvents(t, bus, q.Get("source"))
+		}
 	}
-	topic := awstest.NewTopic(t, false)
-	ts.routes[compat.RouteTopic], ts.queues[compat.RouteTopic] = topic, awstest.Subscribe(t, topic, false)
-	bus, _ := awstest.NewBus(t)
-	ts.routes[compat.RouteBus] = bus + "?source=" + compat.BusSource + "&detail-type=" + compat.BusDetail
-	ts.queues[compat.RouteBus] = awstest.RouteEvents(t, bus, compat.BusSource)
 	return ts
 }
 
@@ -118,11 +132,11 @@ func (ts targets) routesEnv() string {
 }
 
 // sweepFunction is today's sweep function on table, with the given
-// routes and the settings the fixtures' dispatcher ran with, and extra:
-// a cold start per call.
-func sweepFunction(t *testing.T, table, routes string, extra map[string]string) *handler.Sweep {
+// routes, ordered routes (route → block or skip) and the settings the
+// fixtures' dispatcher ran with, and extra: a cold start per call.
+func sweepFunction(t *testing.T, table, routes string, ordered map[string]string, extra map[string]string) *handler.Sweep {
 	t.Helper()
-	env := map[string]string{"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": routes, "OUTFLOW_ORDERED": compat.RouteOrdered + "=block",
+	env := map[string]string{"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": routes, "OUTFLOW_ORDERED": compat.OrderedEnv(ordered),
 		"OUTFLOW_SHARDS": "4", "OUTFLOW_WAKE_GRACE": "0s", "AWS_LAMBDA_FUNCTION_NAME": "outflow-SweepFunction-Today"}
 	maps.Copy(env, extra)
 	rt, err := handler.Setup(awstest.TestConfig(t), func(k string) string { return env[k] }, &bytes.Buffer{})
@@ -184,8 +198,9 @@ func TestCompat_TodaysSweepDeliversTheRowsEveryEarlierReleaseStaged(t *testing.T
 			ctx := context.Background()
 			rows := read[compat.Rows](t, r, compat.RowsFile)
 			groups := read[compat.Groups](t, r, compat.GroupsFile)
+			ordered := read[compat.Published](t, r, compat.PublishedFile).Expect.Ordered
 			table := awstest.NewTable(t)
-			ts := newTargets(t)
+			ts := newTargets(t, read[compat.Published](t, r, compat.PublishedFile).Expect.Routes)
 			ddb := awstest.DynamoDB(t)
 			store, err := dynamo.New(ddb, dynamo.Config{Table: table, Shards: 4})
 			require.NoError(t, err)
@@ -215,14 +230,18 @@ func TestCompat_TodaysSweepDeliversTheRowsEveryEarlierReleaseStaged(t *testing.T
 			}
 
 			// Phase: today's producer continues every earlier group.
-			producer, err := outflow.NewProducer(ddb, outflow.Config{Table: table, Shards: 4, Routes: ts.routesEnv(), Ordered: []string{compat.RouteOrdered}})
+			producer, err := outflow.NewProducer(ddb, outflow.Config{Table: table, Shards: 4, Routes: ts.routesEnv(), Ordered: slices.Sorted(maps.Keys(ordered))})
 			require.NoError(t, err)
-			order := map[string][]string{} // group → keys it must arrive in
+			order := map[string]map[string][]string{} // route → group → keys it must arrive in
 			var added []string
+			addedTo := map[string][]string{} // route → today's rows on it
 			t.Run("today's producer continues each earlier group", func(t *testing.T) {
 				for _, g := range groups.Groups {
-					require.Equal(t, compat.RouteOrdered, g.Route, g.Name)
-					key := "today-" + g.Group
+					require.Contains(t, ordered, g.Route, "%s: a group of an ordered route", g.Name)
+					if order[g.Route] == nil {
+						order[g.Route] = map[string][]string{}
+					}
+					key := "today-" + g.Route + "-" + g.Group
 					_, err := producer.Put(ctx, outflow.Row{Key: key, Queue: g.Route, Group: g.Group, Payload: []byte(`{"today":true}`)})
 					require.NoError(t, err)
 					row, err := store.Get(ctx, key)
@@ -234,15 +253,16 @@ func TestCompat_TodaysSweepDeliversTheRowsEveryEarlierReleaseStaged(t *testing.T
 					require.Equal(t, tail.Seq+1, row.Seq, "%s: at the next place", g.Group)
 					for _, k := range g.Keys {
 						if byKey[k].State == compat.StatePending {
-							order[g.Group] = append(order[g.Group], k)
+							order[g.Route][g.Group] = append(order[g.Route][g.Group], k)
 						}
 					}
-					order[g.Group] = append(order[g.Group], key)
+					order[g.Route][g.Group] = append(order[g.Route][g.Group], key)
 					added = append(added, key)
+					addedTo[g.Route] = append(addedTo[g.Route], key)
 				}
 			})
 
-			sweep := sweepFunction(t, table, ts.routesEnv(), map[string]string{"OUTFLOW_BATCH_LINGER": "5ms"})
+			sweep := sweepFunction(t, table, ts.routesEnv(), ordered, map[string]string{"OUTFLOW_BATCH_LINGER": "5ms"})
 			t.Run("today's sweep settles every pending row as staged", func(t *testing.T) {
 				sweepUntilSettled(t, sweep, store, append(slices.Clone(pending), added...))
 				for _, k := range pending {
@@ -268,23 +288,27 @@ func TestCompat_TodaysSweepDeliversTheRowsEveryEarlierReleaseStaged(t *testing.T
 						want[row.Route] = append(want[row.Route], k)
 					}
 				}
-				want[compat.RouteOrdered] = append(want[compat.RouteOrdered], added...)
+				for route, keys := range addedTo {
+					want[route] = append(want[route], keys...)
+				}
 				for route, keys := range want {
 					msgs := arrived(t, ts.queues[route], len(keys))
 					var got []string
 					groupOrder := map[string][]string{}
 					for _, m := range msgs {
 						got = append(got, m.Key)
-						if route == compat.RouteOrdered {
+						if _, ok := ordered[route]; ok {
 							groupOrder[m.Group] = append(groupOrder[m.Group], m.Key)
-							if byKey[m.Key].Expect == compat.ExpectClosed {
-								require.Equal(t, outbox.ClosedPurged, m.Closed, "%s closes its place", m.Key)
-							}
+						}
+						if byKey[m.Key].Expect == compat.ExpectClosed {
+							require.Equal(t, outbox.ClosedPurged, m.Closed, "%s closes its place", m.Key)
+						} else {
+							require.Empty(t, m.Closed, "%s is a row, not a closing message", m.Key)
 						}
 					}
 					require.ElementsMatch(t, keys, got, route)
-					if route == compat.RouteOrdered {
-						require.Equal(t, order, groupOrder, "each group in place order")
+					if _, ok := ordered[route]; ok {
+						require.Equal(t, order[route], groupOrder, "%s: each group in place order", route)
 					}
 				}
 			})
@@ -390,7 +414,7 @@ func TestCompat_TheEarlierPublishedConfigurationReadsAsBeforeAndIsRepublishedWit
 				routes = append(routes, name+"="+target)
 			}
 			slices.Sort(routes)
-			_, err = sweepFunction(t, table, strings.Join(routes, ","), nil).Handle(ctx, json.RawMessage(`{}`))
+			_, err = sweepFunction(t, table, strings.Join(routes, ","), w.Ordered, nil).Handle(ctx, json.RawMessage(`{}`))
 			require.NoError(t, err)
 			now, err := dynamo.ReadPublished(ctx, ddb, table)
 			require.NoError(t, err)
@@ -476,6 +500,36 @@ func TestCompat_TheEarlierMessagesDecodeAsTheyDid(t *testing.T) {
 				envelopes[v.Want.Envelope] = true
 			}
 			require.Equal(t, map[string]bool{"sqs": true, "sns": true, "eventbridge": true}, envelopes, "every envelope is frozen")
+		})
+	}
+}
+
+// Every release's messages freeze a closing message of each reason
+// (a dead letter under skip, a purge) in each envelope that carries one
+// (SQS attributes, which an SNS topic's raw subscription gives too, and
+// SNS's JSON envelope), as received and as a Lambda record: otherwise a
+// decoder that stopped reading one of them would pass every check here
+// (review 49, R49-1: dropping outflow.closed from the SNS envelope did).
+func TestCompat_EveryReleaseFreezesEachFormOfClosingMessage(t *testing.T) {
+	t.Parallel()
+	for _, r := range releases(t) {
+		t.Run(r.Version, func(t *testing.T) {
+			t.Parallel()
+			type form struct{ shape, envelope, reason string }
+			got := map[form]bool{}
+			for _, v := range messages(t, r) {
+				if v.Want.Closed != "" {
+					got[form{v.Shape, v.Want.Envelope, v.Want.Closed}] = true
+				}
+			}
+			for _, shape := range []string{"sdk", "lambda"} {
+				for _, envelope := range []string{string(consume.EnvelopeSQS), string(consume.EnvelopeSNS)} {
+					for _, reason := range []string{outbox.ClosedDeadLetter, outbox.ClosedPurged} {
+						require.True(t, got[form{shape, envelope, reason}], "%s: no closing message of reason %s in the %s envelope (%s) is frozen: %v",
+							r.Version, reason, envelope, shape, got)
+					}
+				}
+			}
 		})
 	}
 }

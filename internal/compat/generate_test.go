@@ -7,8 +7,12 @@ package compat_test
 //
 //	OUTFLOW_COMPAT_GENERATE=$PWD/conformance/compat/vX.Y.Z go test -count=1 -run TestGenerate ./internal/compat/
 //
-// and commit the directory. Never regenerate an existing one: it is what
-// that release wrote, and what every later release is held to.
+// and commit the directory. Never regenerate an existing one from any
+// code but its release's: it is what that release wrote, and what every
+// later release is held to. (v0.1.0 was regenerated once, again in a
+// worktree of f45298a, when this generator gained the skip route and the
+// ordered SNS FIFO topics, so that closing messages of both reasons in
+// both envelopes are frozen: review 49, R49-1.)
 
 import (
 	"context"
@@ -74,7 +78,7 @@ func (r refusingDeliverer) Deliver(ctx context.Context, queue string, rows []out
 
 // received is one message as a consumer queue received it, with where.
 type received struct {
-	form     string // queue, fifo, ordered, sns-raw, sns-envelope, eventbridge
+	form     string // queue, fifo, ordered, skip, sns-raw, sns-envelope, sns-fifo-raw, sns-fifo-envelope, eventbridge
 	queueURL string
 	queueARN string
 	msg      sqstypes.Message
@@ -106,9 +110,25 @@ func TestGenerate(t *testing.T) {
 	require.NoError(t, err)
 	bus, _ := awstest.NewBus(t)
 	ruleURL := awstest.RouteEvents(t, bus, compat.BusSource)
+	// The ordered routes that close places: an SQS FIFO queue under skip,
+	// and two SNS FIFO topics (block and skip), each with a FIFO queue
+	// subscribed raw and one in SNS's envelope.
+	skipURL := awstest.NewQueue(t, true)
+	fifoTopic := func() (arn, raw, envelope string) {
+		arn = awstest.NewTopic(t, true)
+		raw = awstest.Subscribe(t, arn, true)
+		envelope = awstest.NewQueue(t, true)
+		_, err := awstest.SNS(t).Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(arn), Protocol: aws.String("sqs"),
+			Endpoint: aws.String(awstest.QueueARN(t, envelope))})
+		require.NoError(t, err)
+		return arn, raw, envelope
+	}
+	bulletins, bulletinsRaw, bulletinsEnvelope := fifoTopic()
+	skipBulletins, skipBulletinsRaw, skipBulletinsEnvelope := fifoTopic()
 	routes := map[string]string{
 		compat.RouteQueue: ordersURL, compat.RouteFIFO: plainURL, compat.RouteOrdered: eventsURL, compat.RouteTopic: topic,
-		compat.RouteBus: bus + "?source=" + compat.BusSource + "&detail-type=" + compat.BusDetail,
+		compat.RouteBus:  bus + "?source=" + compat.BusSource + "&detail-type=" + compat.BusDetail,
+		compat.RouteSkip: skipURL, compat.RouteTopicOrdered: bulletins, compat.RouteTopicSkip: skipBulletins,
 	}
 	var routeList []string
 	for name, target := range routes {
@@ -118,7 +138,7 @@ func TestGenerate(t *testing.T) {
 
 	// Phase 1: the sweep function, as deployed, publishes its
 	// configuration at its first invocation.
-	env := map[string]string{"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": strings.Join(routeList, ","), "OUTFLOW_ORDERED": compat.RouteOrdered + "=block",
+	env := map[string]string{"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": strings.Join(routeList, ","), "OUTFLOW_ORDERED": compat.OrderedEnv(compat.Ordered),
 		"OUTFLOW_SHARDS": "4", "OUTFLOW_WAKE_GRACE": "0s", "AWS_LAMBDA_FUNCTION_NAME": "outflow-SweepFunction-Compat"}
 	rt, err := handler.Setup(awstest.TestConfig(t), func(k string) string { return env[k] }, &strings.Builder{})
 	require.NoError(t, err)
@@ -146,7 +166,10 @@ func TestGenerate(t *testing.T) {
 	require.NoError(t, err)
 	policy := outbox.DefaultPolicy()
 	policy.WakeGrace, policy.BatchLinger, policy.MaxAttempts = 0, 5*time.Millisecond, 1
-	policy.Ordered = map[string]outbox.DeadHead{compat.RouteOrdered: outbox.DeadHeadBlock}
+	policy.Ordered = map[string]outbox.DeadHead{}
+	for route, dh := range compat.Ordered {
+		policy.Ordered[route] = outbox.DeadHead(dh)
+	}
 	sweep := func(d outbox.Deliverer) {
 		t.Helper()
 		e, err := outbox.New(store, d, policy)
@@ -162,6 +185,10 @@ func TestGenerate(t *testing.T) {
 
 	// Phase 2: rows the sweep settles: delivered, dead-lettered, and an
 	// ordered group's dead head purged, its place closed by a message.
+	// Under skip a refused row's place is closed (dead-letter) and its
+	// group goes on; on the SNS FIFO topics a place is closed each way
+	// (bulletin-1's head purged under block, bulletin-2's dead letter
+	// under skip).
 	text := row("orders-text", compat.RouteQueue, "", `{"order":1}`, map[string]string{"tenant": "acme"})
 	text.TraceParent = genTrace
 	binary := row("orders-binary", compat.RouteQueue, "", "", nil)
@@ -178,14 +205,27 @@ func TestGenerate(t *testing.T) {
 		row("order-4-bad", compat.RouteOrdered, "order-4", `{"step":"bad"}`, nil),
 		row("order-4-b", compat.RouteOrdered, "order-4", `{"step":"b"}`, nil),
 		row("orders-refused", compat.RouteQueue, "", `{"order":3}`, nil),
+		row("order-5-a", compat.RouteSkip, "order-5", `{"step":"a"}`, nil),
+		row("order-5-bad", compat.RouteSkip, "order-5", `{"step":"bad"}`, nil),
+		row("order-5-c", compat.RouteSkip, "order-5", `{"step":"c"}`, nil),
+		row("bulletin-1-a", compat.RouteTopicOrdered, "bulletin-1", `{"step":"a"}`, map[string]string{"kind": "bulletin"}),
+		row("bulletin-1-bad", compat.RouteTopicOrdered, "bulletin-1", `{"step":"bad"}`, map[string]string{"kind": "bulletin"}),
+		row("bulletin-1-c", compat.RouteTopicOrdered, "bulletin-1", `{"step":"c"}`, map[string]string{"kind": "bulletin"}),
+		row("bulletin-2-a", compat.RouteTopicSkip, "bulletin-2", `{"step":"a"}`, map[string]string{"kind": "bulletin"}),
+		row("bulletin-2-bad", compat.RouteTopicSkip, "bulletin-2", `{"step":"bad"}`, map[string]string{"kind": "bulletin"}),
+		row("bulletin-2-c", compat.RouteTopicSkip, "bulletin-2", `{"step":"c"}`, map[string]string{"kind": "bulletin"}),
 	)
-	sweep(refusingDeliverer{next: router, keys: map[string]bool{prefix + "order-2-bad": true, prefix + "order-4-bad": true, prefix + "orders-refused": true}})
+	refused := map[string]bool{}
+	for _, k := range []string{"order-2-bad", "order-4-bad", "orders-refused", "order-5-bad", "bulletin-1-bad", "bulletin-2-bad"} {
+		refused[prefix+k] = true
+	}
+	sweep(refusingDeliverer{next: router, keys: refused})
 	op, err := dynamo.NewOperator(ddb, dynamo.Config{Table: table, Shards: 4})
 	require.NoError(t, err)
-	res, err := operate.Purge(ctx, op, []string{prefix + "order-2-bad", prefix + "order-4-bad"}, operate.Selection{}, time.Now(),
+	res, err := operate.Purge(ctx, op, []string{prefix + "order-2-bad", prefix + "order-4-bad", prefix + "bulletin-1-bad"}, operate.Selection{}, time.Now(),
 		operate.Hold{Now: time.Now(), Wait: policy.UnsureWait()}, func() {})
 	require.NoError(t, err)
-	require.Equal(t, 2, res.Done)
+	require.Equal(t, 3, res.Done)
 	// order-4 is frozen here: its purged head pending as the message that
 	// closes its place, its next row held behind it.
 	snapshot := map[string]compat.Item{}
@@ -202,6 +242,9 @@ func TestGenerate(t *testing.T) {
 	}{
 		{"queue", ordersURL, 2}, {"fifo", plainURL, 1}, {"ordered", eventsURL, 7},
 		{"sns-raw", rawURL, 1}, {"sns-envelope", envelopeURL, 1}, {"eventbridge", ruleURL, 1},
+		{"skip", skipURL, 3},
+		{"sns-fifo-raw", bulletinsRaw, 3}, {"sns-fifo-envelope", bulletinsEnvelope, 3},
+		{"sns-fifo-raw", skipBulletinsRaw, 3}, {"sns-fifo-envelope", skipBulletinsEnvelope, 3},
 	} {
 		msgs := awstest.Receive(t, q.url, q.want, 10*time.Second)
 		require.Len(t, msgs, q.want, q.form)
@@ -270,12 +313,13 @@ func TestGenerate(t *testing.T) {
 			require.Failf(t, "a row of no known status", "%s: %v", k, it)
 		}
 		rows.Rows = append(rows.Rows, r)
-		if g := attrS(it, "group"); g != "" && r.Route == compat.RouteOrdered {
+		if _, ordered := compat.Ordered[r.Route]; ordered && attrS(it, "group") != "" {
+			g := r.Route + " " + attrS(it, "group")
 			groupKeys[g] = append(groupKeys[g], k)
 		}
 	}
 	for i, g := range groups.Groups {
-		ks := groupKeys[g.Group]
+		ks := groupKeys[g.Route+" "+g.Group]
 		slices.SortFunc(ks, func(a, b string) int {
 			return strings.Compare(pad(attrN(items[a], "seq")), pad(attrN(items[b], "seq")))
 		})
@@ -368,7 +412,11 @@ func TestGenerate(t *testing.T) {
 	again, err := consume.NewInbox(ddb, consume.InboxConfig{Table: copyTable, Consumer: "ledger", Gaps: consume.GapWait})
 	require.NoError(t, err)
 	for _, name := range []string{"order-1-b-ordered", "order-1-a-ordered", "orders-text-queue", "notices-sns-envelope",
-		"order-2-bad-ordered-closing", "order-2-c-ordered", "order-4-bad-ordered-closing", "order-4-b-ordered"} {
+		"order-2-bad-ordered-closing", "order-2-c-ordered", "order-4-bad-ordered-closing", "order-4-b-ordered",
+		"order-5-a-skip", "order-5-bad-skip-closing", "order-5-c-skip",
+		"bulletin-1-a-sns-fifo-envelope", "bulletin-1-bad-sns-fifo-envelope-closing", "bulletin-1-c-sns-fifo-envelope",
+		"bulletin-2-a-sns-fifo-raw", "bulletin-2-bad-sns-fifo-raw-closing", "bulletin-2-c-sns-fifo-raw",
+		"bulletin-2-c-sns-fifo-envelope"} {
 		m, ok := byName[name]
 		require.True(t, ok, name)
 		step := compat.Step{Op: "apply", Message: name}
@@ -499,7 +547,8 @@ func readme(version string) string {
 		"(`internal/compat`'s tests, `internal/stack`'s upgrade from this template, `python/tests/test_compat.py`, " +
 		"`typescript/test/compat.test.ts`). A new release adds a directory of its own; see docs/compatibility.md.\n\n" +
 		"| file | what it holds |\n| --- | --- |\n" +
-		"| `rows.json` | outbox row items in DynamoDB JSON: `state` pending, done or dead when captured; a pending row's `expect`: " +
+		"| `rows.json` | outbox row items in DynamoDB JSON: `state` pending, done or dead when captured (a dead letter of a `skip` " +
+		"route carries `closed` dead-letter: its place's closing message was sent); a pending row's `expect`: " +
 		"`delivered`, `closed` (a purged dead letter gone back to pending to send the message that closes its place) or " +
 		"`dead-letter` (a row staged invalid on purpose: a bus's payload that is not JSON) |\n" +
 		"| `groups.json` | ordered groups' items (`group <route> <group>`), with their rows' keys in place order |\n" +
@@ -510,7 +559,12 @@ func readme(version string) string {
 		"| `template.yaml` | the SAM template " + version + " deployed |\n\n" +
 		"Routes: `orders` an SQS standard queue, `plain.fifo` an SQS FIFO queue, `events.fifo` an ordered SQS FIFO route " +
 		"(block), `notices` an SNS standard topic (received through a raw subscription and one in SNS's envelope), " +
-		"`domain` an EventBridge bus (`source` shop, `detail-type` order.changed; received through a rule). Queue URLs and " +
+		"`domain` an EventBridge bus (`source` shop, `detail-type` order.changed; received through a rule), " +
+		"`skipped.fifo` an ordered SQS FIFO route (skip: `order-5-bad` refused, its place closed with reason `dead-letter`), " +
+		"`bulletins.fifo` an ordered SNS FIFO topic (block: `bulletin-1-bad` refused and purged, its place closed with reason " +
+		"`purged`) and `skipped-bulletins.fifo` one under skip (`bulletin-2-bad` closed with reason `dead-letter`), each received " +
+		"through a FIFO queue subscribed raw (`sns-fifo-raw`) and one in SNS's envelope (`sns-fifo-envelope`). The ordered topics' " +
+		"and the skip queue's rows are all settled: none is left pending. Queue URLs and " +
 		"ARNs are the generator's moto resources; tests route the same names to their own. Timestamps are the generation's: " +
 		"every pending row is due by now. The stray-row audit's state item is not frozen: only the dispatcher reads it.\n"
 }

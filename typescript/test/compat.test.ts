@@ -30,6 +30,29 @@ test("every release has messages of every envelope", () => {
   }
 });
 
+// Each reason of closing message (a dead letter under skip, a purge) in
+// each envelope that carries one (SQS attributes, which an SNS topic's raw
+// subscription gives too, and SNS's JSON envelope), as received and as a
+// Lambda record: without them a decoder that stopped reading one would
+// pass (review 49, R49-1). Go's and Python's compat tests hold the same.
+test("every release freezes a closing message of each reason in each envelope", () => {
+  for (const release of RELEASES) {
+    const forms = new Set(
+      VECTORS.filter((x) => x.release === release && x.v.want.closed).map((x) => `${x.v.shape} ${x.v.want.envelope} ${x.v.want.closed}`),
+    );
+    for (const shape of ["sdk", "lambda"]) {
+      for (const envelope of ["sqs", "sns"]) {
+        for (const reason of ["dead-letter", "purged"]) {
+          assert.ok(
+            forms.has(`${shape} ${envelope} ${reason}`),
+            `${release}: no closing message of reason ${reason} in the ${envelope} envelope (${shape}); frozen: ${[...forms].sort().join(", ")}`,
+          );
+        }
+      }
+    }
+  }
+});
+
 function decode(v: Json): Message {
   if (v.shape === "lambda") return fromLambda(v.record);
   const msg = structuredClone(v.message);
