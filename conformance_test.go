@@ -53,6 +53,7 @@ var conformanceKinds = map[string]error{
 	"attribute_value":      outflow.ErrAttributeValue,
 	"group_required":       outflow.ErrGroupRequired,
 	"invalid_id":           outflow.ErrInvalidGroup,
+	"group_not_fifo":       outflow.ErrGroupNotFIFO,
 	"not_json":             outflow.ErrNotJSON,
 	"event_field":          outflow.ErrEventField,
 	"item_too_large":       outflow.ErrItemTooLarge,
@@ -86,7 +87,7 @@ const (
 // invalid.json must give each one at least once.
 var validationKinds = []string{
 	"empty_queue", "invalid_key", "empty_payload", "too_large", "too_many_attributes", "attribute_name",
-	"attribute_value", "group_required", "invalid_id", "not_json", "event_field", "item_too_large", "no_route",
+	"attribute_value", "group_required", "invalid_id", "group_not_fifo", "not_json", "event_field", "item_too_large", "no_route",
 	"ordered_route", "duplicate_key", "too_many_items", "order_unknown", kindInvalidConfig,
 }
 
@@ -107,7 +108,7 @@ func readVectors(t *testing.T, name string) []json.RawMessage {
 // conformance/README.md).
 func TestConformance_VectorsAreAllThere(t *testing.T) {
 	t.Parallel()
-	for name, least := range map[string]int{"rows.json": 29, "invalid.json": 131, "classify.json": 15, "published.json": 24, "live.json": 7} {
+	for name, least := range map[string]int{"rows.json": 29, "invalid.json": 141, "classify.json": 15, "published.json": 24, "live.json": 7} {
 		require.GreaterOrEqual(t, len(readVectors(t, name)), least, name)
 	}
 }

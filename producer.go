@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,13 @@ type Config struct {
 	// is what sends a delayed row when it falls due, and a group's later
 	// rows when their head settles.
 	Lean bool
+
+	// publishedIn is the table Published.Apply read Routes from, and
+	// publishedRoutes those routes: a producer whose Routes are still
+	// those refuses a row of another route naming the table and the
+	// routes the dispatcher published there, as outflow enqueue does.
+	publishedIn     string
+	publishedRoutes map[string]string
 }
 
 // Producer stages rows into one outbox table. It is safe for concurrent use.
@@ -67,8 +75,11 @@ type Producer struct {
 	ordered  *orderedRoutes
 	// targets is Config.Routes read; nil when none were given.
 	targets map[string]target.Target
-	lean    bool
-	now     func() time.Time
+	// routesFrom says where targets came from, for a row of a route not
+	// in them: "given", or the table the dispatcher published them in.
+	routesFrom string
+	lean       bool
+	now        func() time.Time
 }
 
 // NewProducer returns a producer over client, a *dynamodb.Client or
@@ -96,6 +107,7 @@ func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 		return nil, err
 	}
 	var targets map[string]target.Target
+	routesFrom := "given"
 	if strings.TrimSpace(cfg.Routes) != "" {
 		routes, err := target.ParseRoutes(cfg.Routes)
 		if err != nil {
@@ -104,11 +116,15 @@ func NewProducer(client DynamoDB, cfg Config) (*Producer, error) {
 		if targets, err = routes.Targets(); err != nil {
 			return nil, fmt.Errorf("routes: %w", err)
 		}
+		if cfg.publishedIn != "" && maps.Equal(routes, cfg.publishedRoutes) {
+			routesFrom = "the dispatcher published in table " + cfg.publishedIn
+		}
 	}
 	if err := checkOrderedRouted(cfg.Ordered, targets); err != nil {
 		return nil, err
 	}
-	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, targets: targets, lean: cfg.Lean, now: time.Now}, nil
+	return &Producer{api: client, store: store, maxBytes: cfg.MaxMessageBytes, ordered: ordered, targets: targets, routesFrom: routesFrom,
+		lean: cfg.Lean, now: time.Now}, nil
 }
 
 // prepare validates a row and fills in its key, and with trace an empty
@@ -119,7 +135,8 @@ func (p *Producer) prepare(ctx context.Context, r Row, trace bool) (row outbox.R
 	if p.targets != nil {
 		routed, ok := p.targets[r.Queue]
 		if !ok && strings.TrimSpace(r.Queue) != "" {
-			return outbox.Row{}, false, fmt.Errorf("%w: %q is not in the routes given", ErrNoRoute, r.Queue)
+			return outbox.Row{}, false, fmt.Errorf("%w: route %q is not one of the routes %s (%s)",
+				ErrNoRoute, r.Queue, p.routesFrom, strings.Join(slices.Sorted(maps.Keys(p.targets)), ", "))
 		}
 		t = routed
 	}

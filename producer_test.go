@@ -53,6 +53,7 @@ func TestRowValidate_EachBadInputGetsItsOwnError(t *testing.T) {
 		{"attribute value empty", func(r *outflow.Row) { r.Attributes = map[string]string{"type": ""} }, outflow.ErrAttributeValue, ""},
 		{"fifo without group", func(r *outflow.Row) { r.Queue = "events.fifo" }, outflow.ErrGroupRequired, ""},
 		{"fifo group with space", func(r *outflow.Row) { r.Queue, r.Group = "events.fifo", "tenant 1" }, outflow.ErrInvalidGroup, ""},
+		{"group on a standard queue", func(r *outflow.Row) { r.Group = "g1" }, outflow.ErrGroupNotFIFO, "drop the group"},
 	}
 	require.NoError(t, ok.Validate(0))
 	for _, tt := range tests {
@@ -74,6 +75,41 @@ func TestRowValidate_EachBadInputGetsItsOwnError(t *testing.T) {
 	for _, r := range valid {
 		require.NoError(t, r.Validate(0))
 	}
+}
+
+// TestProducer_RefusesAGroupOnARouteThatIsNotFIFO: a group on a route
+// whose name does not end in .fifo is refused by every way of staging, in
+// outflow enqueue's words, and nothing is written: the dispatcher would
+// send such a row with no message group, in no order.
+func TestProducer_RefusesAGroupOnARouteThatIsNotFIFO(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, _ := newProducer(t)
+	row := outflow.Row{Key: "stray-group", Queue: "orders", Group: "g1", Payload: []byte("x")}
+	const want = `group "g1": route "orders" is not FIFO (its name does not end in .fifo), and only a FIFO queue or topic has message groups; drop the group`
+	tests := []struct {
+		name  string
+		stage func() error
+	}{
+		{"Put", func() error { _, err := p.Put(ctx, row); return err }},
+		{"TransactItem", func() error { _, err := p.TransactItem(row); return err }},
+		{"TransactItems", func() error { _, err := p.TransactItems(ctx, row); return err }},
+		{"Transact", func() error { _, err := p.Transact(ctx, &dynamodb.TransactWriteItemsInput{}, row); return err }},
+		{"Validate", func() error { return row.Validate(0) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.stage()
+			require.ErrorIs(t, err, outflow.ErrGroupNotFIFO)
+			require.ErrorContains(t, err, want)
+		})
+	}
+	t.Cleanup(func() {
+		got, err := store.Get(context.Background(), row.Key)
+		require.NoError(t, err)
+		require.Nil(t, got, "nothing staged")
+	})
 }
 
 func newProducer(t *testing.T) (*outflow.Producer, *dynamo.Store, string) {

@@ -81,7 +81,10 @@ func LoadPublished(ctx context.Context, client DynamoDB, table string) (Publishe
 // cfg sets must agree with p, or Apply fails with an error wrapping
 // ErrPublishedMismatch that names each difference: a producer whose
 // settings differ from the dispatcher's would stage rows it cannot
-// deliver, or in no order it keeps.
+// deliver, or in no order it keeps. The Config returned remembers that
+// its Routes are the published ones, so a producer made with it refuses a
+// row of another route naming the table and the routes published there
+// (ErrNoRoute); compare two Configs field by field, not as wholes.
 func (p Published) Apply(cfg Config) (Config, error) {
 	var diffs []string
 	if cfg.Table == "" {
@@ -122,6 +125,9 @@ func (p Published) Apply(cfg Config) (Config, error) {
 	if len(diffs) > 0 {
 		return cfg, fmt.Errorf("table %s: %w: %s", cfg.Table, ErrPublishedMismatch, strings.Join(diffs, "; "))
 	}
+	// The routes are the published ones now: a row of another route is
+	// refused naming the table they were published in.
+	cfg.publishedIn, cfg.publishedRoutes = cfg.Table, maps.Clone(p.Routes)
 	return cfg, nil
 }
 

@@ -45,13 +45,19 @@ func TestLoadPublished_GivesTheProducerTheDispatchersSettings(t *testing.T) {
 
 	cfg, err := pub.Apply(outflow.Config{})
 	require.NoError(t, err)
-	require.Equal(t, outflow.Config{Table: table, Shards: 8, MaxMessageBytes: 100_000,
-		Routes: "events.fifo=" + pubEvents + ",orders=" + pubOrders, Ordered: []string{"events.fifo"}}, cfg)
+	require.Equal(t, table, cfg.Table)
+	require.Equal(t, 8, cfg.Shards)
+	require.Equal(t, 100_000, cfg.MaxMessageBytes)
+	require.Equal(t, "events.fifo="+pubEvents+",orders="+pubOrders, cfg.Routes)
+	require.Equal(t, []string{"events.fifo"}, cfg.Ordered)
+	require.False(t, cfg.Lean)
 	p, err := outflow.NewProducer(awstest.DynamoDB(t), cfg)
 	require.NoError(t, err)
 
 	_, err = p.Put(ctx, outflow.Row{Queue: "ordres", Payload: []byte("x")})
 	require.ErrorIs(t, err, outflow.ErrNoRoute, "a route the dispatcher does not have")
+	require.ErrorContains(t, err, `route "ordres" is not one of the routes the dispatcher published in table `+table+` (events.fifo, orders)`,
+		"the table and its published routes, as outflow enqueue names them")
 	_, err = p.Put(ctx, outflow.Row{Queue: "orders", Payload: []byte(strings.Repeat("x", 100_001))})
 	require.ErrorIs(t, err, outflow.ErrPayloadTooLarge, "the dispatcher's limit, not the default")
 
@@ -137,6 +143,59 @@ func TestLoadPublished_NamesATableThatDoesNotExist(t *testing.T) {
 			var missing *types.ResourceNotFoundException
 			require.ErrorAs(t, err, &missing, "the SDK's error, wrapped")
 			require.NotErrorIs(t, err, outflow.ErrNotPublished, "no table is not an empty one")
+
+			// A producer that reads its ordered routes from the published
+			// configuration names the table the same way.
+			p, err := outflow.NewProducer(tt.client, outflow.Config{Table: table})
+			require.NoError(t, err)
+			_, err = p.Put(context.Background(), outflow.Row{Queue: "orders.fifo", Group: "g", Payload: []byte("x")})
+			require.ErrorIs(t, err, outflow.ErrOrderUnknown)
+			require.ErrorContains(t, err, tt.want)
+			require.ErrorAs(t, err, &missing)
+		})
+	}
+}
+
+// TestProducer_NamesWhereItsRoutesCameFromForAnUnknownRoute: a row of a
+// route the producer does not have is refused listing its routes, and
+// where they are the ones the dispatcher published, naming the table, as
+// outflow enqueue does; routes given by hand, or changed after Apply, are
+// called given.
+func TestProducer_NamesWhereItsRoutesCameFromForAnUnknownRoute(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := publishedTable(t)
+	pub, err := outflow.LoadPublished(ctx, awstest.DynamoDB(t), table)
+	require.NoError(t, err)
+	published, err := pub.Apply(outflow.Config{})
+	require.NoError(t, err)
+	agreeing, err := pub.Apply(outflow.Config{Routes: "orders=" + pubOrders + ",events.fifo=" + pubEvents})
+	require.NoError(t, err)
+	changed := published
+	changed.Routes = "orders=" + pubOrders
+	changed.Ordered = []string{}
+	tests := []struct {
+		name string
+		cfg  outflow.Config
+		want string
+	}{
+		{"routes read from the published configuration", published,
+			`no such route: route "order-events" is not one of the routes the dispatcher published in table ` + table + ` (events.fifo, orders)`},
+		{"routes given that agree with the published ones", agreeing,
+			`no such route: route "order-events" is not one of the routes the dispatcher published in table ` + table + ` (events.fifo, orders)`},
+		{"routes changed after Apply", changed,
+			`no such route: route "order-events" is not one of the routes given (orders)`},
+		{"routes given by hand", outflow.Config{Table: table, Routes: "orders=" + pubOrders + ",events.fifo=" + pubEvents, Ordered: []string{}},
+			`no such route: route "order-events" is not one of the routes given (events.fifo, orders)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := outflow.NewProducer(awstest.DynamoDB(t), tt.cfg)
+			require.NoError(t, err)
+			_, err = p.TransactItem(outflow.Row{Queue: "order-events", Payload: []byte("x")})
+			require.ErrorIs(t, err, outflow.ErrNoRoute)
+			require.EqualError(t, err, tt.want)
 		})
 	}
 }

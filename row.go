@@ -34,7 +34,9 @@ type Row struct {
 	// "detail-type" name the event's; the others travel in the event's
 	// outflow member.
 	Attributes map[string]string
-	// Group is the FIFO message group.
+	// Group is the FIFO message group: required on a route whose name
+	// ends in ".fifo", refused on any other (ErrGroupNotFIFO), where it
+	// would order nothing.
 	Group string
 	// NotBefore delays delivery until then; zero means now.
 	NotBefore time.Time
@@ -61,6 +63,12 @@ var (
 	ErrAttributeValue    = target.ErrAttributeValue
 	ErrGroupRequired     = target.ErrGroupRequired
 	ErrInvalidGroup      = target.ErrInvalidID
+	// ErrGroupNotFIFO is returned for a row with a Group whose route is
+	// not FIFO (its name does not end in .fifo: a standard SQS queue, fair
+	// queues among them, a standard SNS topic, an EventBridge bus). The
+	// dispatcher sends no message group to such a target, so the row
+	// would be delivered in no order; outflow enqueue refuses the same.
+	ErrGroupNotFIFO = errors.New("only a FIFO queue or topic has message groups")
 	// ErrKeyConflict is returned by Put, and by Classify and Transact for
 	// a canceled transaction, when the key is already staged with
 	// different content.
@@ -88,7 +96,9 @@ var (
 	// after TransactItems read its tail (build the items again and retry).
 	ErrGroupRace = dynamo.ErrGroupRace
 	// ErrNoRoute is returned for a row whose queue is not one of the
-	// routes given in Config.Routes.
+	// routes given in Config.Routes. The error lists them, and where they
+	// are the ones Published.Apply read, names the table the dispatcher
+	// published them in.
 	ErrNoRoute = errors.New("no such route")
 	// ErrNotJSON is returned for a row bound for an EventBridge route
 	// whose payload is not a JSON object, as an event's detail must be.
@@ -132,6 +142,9 @@ func (r Row) validate(t target.Target, maxBytes int, ordered bool) error {
 	}
 	if r.Key != "" && !target.ValidID(r.Key) {
 		return fmt.Errorf("%w: %q must be 1-128 printable ASCII characters without spaces", ErrInvalidKey, r.Key)
+	}
+	if r.Group != "" && !outbox.FIFORoute(r.Queue) {
+		return fmt.Errorf("group %q: route %q is not FIFO (its name does not end in .fifo), and %w; drop the group", r.Group, r.Queue, ErrGroupNotFIFO)
 	}
 	attrs, err := r.attributes()
 	if err != nil {

@@ -51,7 +51,14 @@ func (p *Producer) Transact(ctx context.Context, in *dynamodb.TransactWriteItems
 		// The keys too: an error that is no cancellation (a lost
 		// response) leaves the outcome unknown, and the keys are how to
 		// look for the rows.
-		return keys, p.Classify(ctx, fmt.Errorf("stage %d rows in a transaction: %w", len(rows), err), tx.TransactItems)
+		err = p.Classify(ctx, fmt.Errorf("stage %d rows in a transaction: %w", len(rows), err), tx.TransactItems)
+		var canceled *TransactError
+		if errors.As(err, &canceled) {
+			for _, it := range canceled.Items {
+				it.byTransact = true
+			}
+		}
+		return keys, err
 	}
 	return keys, nil
 }

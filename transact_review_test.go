@@ -177,3 +177,47 @@ func TestClassify_SaysTheKeyIsGoneWhenItsRowCannotBeRead(t *testing.T) {
 	require.NotErrorIs(t, err, outflow.ErrKeyConflict, "nothing was compared: %v", err)
 	require.ErrorIs(t, err, outflow.ErrKeyGone)
 }
+
+// A lost group race says which call builds the items again: Transact
+// builds the rows' items itself, so its caller calls it again; a caller
+// who sent TransactItems' items in a transaction of its own builds them
+// again with TransactItems (issue 50).
+func TestItemError_AGroupRaceSaysWhichCallBuildsTheItemsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		send func(t *testing.T, p *outflow.Producer, api outflow.DynamoDB, row outflow.Row) error
+		want string
+	}{
+		{"Transact", func(t *testing.T, p *outflow.Producer, _ outflow.DynamoDB, row outflow.Row) error {
+			_, err := p.Transact(ctx, nil, row)
+			return err
+		}, "another producer staged into the group first (call Transact again: it builds the rows' items anew)"},
+		{"TransactItems and Classify", func(t *testing.T, p *outflow.Producer, api outflow.DynamoDB, row outflow.Row) error {
+			items, err := p.TransactItems(ctx, row)
+			require.NoError(t, err)
+			_, err = api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+			return p.Classify(ctx, err, items)
+		}, "another producer staged into the group first (build the row's items again with TransactItems)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newTxHarness(t)
+			// Another producer stages into the group after the tail was
+			// read, just before the transaction is sent.
+			api := &faultyTxAPI{API: h.client}
+			api.tx = func(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+				_, err := h.p.Put(ctx, outflow.Row{Queue: "events.fifo", Group: "g", Payload: []byte("first")})
+				require.NoError(t, err)
+				return h.client.TransactWriteItems(ctx, in)
+			}
+			p, err := outflow.NewProducer(api, outflow.Config{Table: h.table, Ordered: []string{"events.fifo"}})
+			require.NoError(t, err)
+			err = tt.send(t, p, api, outflow.Row{Key: "race-1", Queue: "events.fifo", Group: "g", Payload: []byte("x")})
+			require.ErrorIs(t, err, outflow.ErrGroupRace)
+			require.ErrorContains(t, err, `(tail of group "g" of events.fifo): `+tt.want)
+		})
+	}
+}

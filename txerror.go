@@ -115,6 +115,11 @@ type ItemError struct {
 	// whose row could not be read to compare, the error reading it; nil
 	// for another code (a validation error), which Code says.
 	Reason error
+
+	// byTransact is set for an item of a transaction Transact sent: it
+	// builds the rows' items itself, so a lost group race is retried by
+	// calling it again, not by building items.
+	byTransact bool
 }
 
 // Error says which item failed and why, without its content.
@@ -132,6 +137,8 @@ func (e *ItemError) Error() string {
 	}
 	why := e.Code
 	switch {
+	case errors.Is(e.Reason, ErrGroupRace) && e.byTransact:
+		why = "another producer staged into the group first (call Transact again: it builds the rows' items anew)"
 	case errors.Is(e.Reason, ErrGroupRace):
 		why = "another producer staged into the group first (build the row's items again with TransactItems)"
 	case e.Reason != nil:

@@ -4,7 +4,8 @@ producer's tests (conformance_test.go) read the same files."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,11 +21,15 @@ ROWS = vectors.load("rows.json")
 INVALID = vectors.load("invalid.json")
 CLASSIFY = vectors.load("classify.json")
 PUBLISHED = vectors.load("published.json")
+#: The Config a published configuration of two routes gives (table outbox).
+PUBLISHED_CONFIG = outflowhq.decode_published(
+    "outbox", next(v["item"] for v in PUBLISHED if v["name"] == "a published configuration fills an empty Config")
+).apply()
 
 #: Every validation kind the Go producer has: invalid.json must give each.
 VALIDATION_KINDS = {
     "empty_queue", "invalid_key", "empty_payload", "too_large", "too_many_attributes", "attribute_name",
-    "attribute_value", "group_required", "invalid_id", "not_json", "event_field", "item_too_large", "no_route",
+    "attribute_value", "group_required", "invalid_id", "group_not_fifo", "not_json", "event_field", "item_too_large", "no_route",
     "ordered_route", "duplicate_key", "too_many_items", "order_unknown", "invalid_config",
 }  # fmt: skip
 
@@ -33,7 +38,7 @@ def test_the_vectors_are_all_there() -> None:
     # Counts the Go and TypeScript suites read too (the table in
     # conformance/README.md): a vector file cut short fails here.
     assert len(ROWS) >= 29
-    assert len(INVALID) >= 131
+    assert len(INVALID) >= 141
     assert len(CLASSIFY) >= 15
     assert len(PUBLISHED) >= 24
     assert VALIDATION_KINDS <= {v["kind"] for v in INVALID if v["kind"] is not None}
@@ -202,6 +207,52 @@ def test_a_row_validates_on_its_own() -> None:
     with pytest.raises(outflowhq.InvalidRowError) as raised:
         outflowhq.Row(queue="orders.fifo", payload="x").validate()
     assert raised.value.kind is outflowhq.Kind.GROUP_REQUIRED
+
+
+def test_a_group_on_a_route_that_is_not_fifo_is_refused_in_the_clis_words() -> None:
+    # Whether a row takes a group is its route's name's to say, as outflow
+    # enqueue decides; each way of staging refuses it before sending.
+    row = outflowhq.Row(queue="orders", group="g1", payload="x")
+    producer = outflowhq.Producer(FakeDynamoDB(), outflowhq.Config(table="outbox", ordered=[]))
+    want = "group 'g1': route 'orders' is not FIFO (its name does not end in .fifo), and only a FIFO queue or topic has message groups; drop the group"
+    calls: list[Callable[[], object]] = [
+        row.validate,
+        lambda: producer.transact_item(row),
+        lambda: producer.transact_items([row]),
+        lambda: producer.transact([row]),
+        lambda: producer.put(row),
+    ]
+    for call in calls:
+        with pytest.raises(outflowhq.OutflowError) as raised:
+            call()
+        assert raised.value.kind is outflowhq.Kind.GROUP_NOT_FIFO
+        assert want in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("config", "want"),
+    [
+        (
+            outflowhq.Config(table="outbox", ordered=[], routes="orders=https://sqs.us-east-1.amazonaws.com/123456789012/orders"),
+            "no such route: route 'order-events' is not one of the routes given (orders)",
+        ),
+        (
+            PUBLISHED_CONFIG,
+            "no such route: route 'order-events' is not one of the routes the dispatcher published in table outbox (orders, orders.fifo)",
+        ),
+        (
+            replace(PUBLISHED_CONFIG, routes="orders=https://sqs.us-east-1.amazonaws.com/123456789012/orders", ordered=[]),
+            "no such route: route 'order-events' is not one of the routes given (orders)",
+        ),
+    ],
+    ids=["routes given", "routes published", "routes changed after apply"],
+)
+def test_an_unknown_route_is_refused_saying_where_the_routes_came_from(config: outflowhq.Config, want: str) -> None:
+    producer = outflowhq.Producer(FakeDynamoDB(), config)
+    with pytest.raises(outflowhq.InvalidRowError) as raised:
+        producer.transact_item(outflowhq.Row(queue="order-events", payload="x"))
+    assert raised.value.kind is outflowhq.Kind.NO_ROUTE
+    assert str(raised.value) == want
 
 
 def test_empty_routes_are_no_routes() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -170,3 +171,80 @@ def test_from_published_reads_the_dispatchers_configuration(dynamodb: DynamoDBCl
     with pytest.raises(outflowhq.PutError) as refused:
         producer.put(outflowhq.Row(key="f-2", queue="audit", payload="x"))
     assert refused.value.kind is outflowhq.Kind.NO_ROUTE
+    # The table and the routes published there, as outflow enqueue says it.
+    assert str(refused.value) == f"row 0: no such route: route 'audit' is not one of the routes the dispatcher published in table {table} (orders, orders.fifo)"
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "from_published",
+        "load_published",
+        "a FIFO row's published order",
+    ],
+)
+def test_a_table_that_does_not_exist_is_named(how: str, dynamodb: DynamoDBClient, moto_url: str) -> None:
+    # A wrong table (or region, or endpoint) reads as that, naming the
+    # table and where it was looked for, not as botocore's bare "Requested
+    # resource not found"; the error is still botocore's, for except
+    # clauses written for it.
+    missing = "outflow-nosuch-table"
+    want = f'table "{missing}": not found in region us-east-1 at endpoint {moto_url} (ResourceNotFoundException)'
+    if how == "a FIFO row's published order":
+        producer = outflowhq.Producer(dynamodb, outflowhq.Config(table=missing))
+        with pytest.raises(outflowhq.PutError) as refused:
+            producer.put(outflowhq.Row(queue="orders.fifo", group="g", payload="x"))
+        assert refused.value.kind is outflowhq.Kind.ORDER_UNKNOWN
+        assert want in str(refused.value)
+        return
+    with pytest.raises(dynamodb.exceptions.ResourceNotFoundException) as raised:
+        if how == "from_published":
+            outflowhq.Producer.from_published(dynamodb, missing)
+        else:
+            outflowhq.load_published(dynamodb, missing)
+    assert str(raised.value) == want
+    assert isinstance(raised.value, ClientError)
+
+
+class _Racing:
+    """A client on which another producer stages into an ordered group just
+    before each transaction is sent: the race transact_items warns of."""
+
+    def __init__(self, client: DynamoDBClient, race: Callable[[], object]) -> None:
+        self._client, self._race = client, race
+
+    def get_item(self, **kwargs: Any) -> Any:
+        return self._client.get_item(**kwargs)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        return self._client.put_item(**kwargs)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self._race()
+        return self._client.transact_write_items(**kwargs)
+
+
+@pytest.mark.parametrize("how", ["transact", "transact_items and classify"])
+def test_a_group_race_says_which_call_builds_the_items_again(how: str, dynamodb: DynamoDBClient, table: str) -> None:
+    # transact builds the rows' items itself, so its caller calls it again;
+    # a caller who sent transact_items' items in a transaction of its own
+    # builds them again with transact_items.
+    config = outflowhq.Config(table=table, ordered=["orders.fifo"])
+    other = outflowhq.Producer(dynamodb, config)
+    racing = _Racing(dynamodb, lambda: other.put(outflowhq.Row(queue="orders.fifo", group="g", payload="first")))
+    producer = outflowhq.Producer(racing, config)
+    row = outflowhq.Row(key="race-1", queue="orders.fifo", group="g", payload="x")
+    if how == "transact":
+        with pytest.raises(outflowhq.TransactError) as raised:
+            producer.transact([row])
+        error: BaseException = raised.value
+        want = "another producer staged into the group first (call transact again: it builds the rows' items anew)"
+    else:
+        items = producer.transact_items([row])
+        with pytest.raises(ClientError) as sent:
+            racing.transact_write_items(TransactItems=items)
+        error = producer.classify(sent.value, items)
+        want = "another producer staged into the group first (build the row's items again with transact_items)"
+    assert isinstance(error, outflowhq.TransactError)
+    assert error.has(outflowhq.Kind.GROUP_RACE) and error.retryable
+    assert f"(tail of group 'g' of orders.fifo): {want}" in str(error)

@@ -18,6 +18,7 @@ export type Kind =
   | "attribute_value" // ErrAttributeValue
   | "group_required" // ErrGroupRequired
   | "invalid_id" // ErrInvalidGroup
+  | "group_not_fifo" // ErrGroupNotFIFO: a group on a route that is not FIFO
   | "not_json" // ErrNotJSON
   | "event_field" // ErrEventField
   | "item_too_large" // ErrItemTooLarge: the DynamoDB item
@@ -54,6 +55,7 @@ export const KINDS: readonly Kind[] = [
   "attribute_value",
   "group_required",
   "invalid_id",
+  "group_not_fifo",
   "not_json",
   "event_field",
   "item_too_large",
@@ -183,7 +185,9 @@ export class ItemError {
     else if (this.key !== undefined) what = `table ${this.table} key ${formatKey(this.key)}`;
     else what = `put into table ${this.table}`;
     let why = this.code;
-    if (this.reason === "group_race") {
+    if (this.reason === "group_race" && SENT_BY_TRANSACT.has(this)) {
+      why = "another producer staged into the group first (call transact again: it builds the rows' items anew)";
+    } else if (this.reason === "group_race") {
       why = "another producer staged into the group first (build the row's items again with transactItems)";
     } else if (this.reason !== null) {
       why = this.reason.replaceAll("_", " ");
@@ -195,6 +199,13 @@ export class ItemError {
     return `item ${this.index} (${what}): ${why}`;
   }
 }
+
+/**
+ * The items of a transaction Producer.transact sent: it builds the rows'
+ * items itself, so a lost group race is retried by calling it again, not by
+ * building items. Held aside, so ItemError's fields stay as documented.
+ */
+export const SENT_BY_TRANSACT = new WeakSet<ItemError>();
 
 function formatKey(key: Record<string, AttributeValue>): string {
   return Object.keys(key)

@@ -10,9 +10,19 @@ import {
   type TransactWriteItem,
   type TransactWriteItemsCommandInput,
 } from "@aws-sdk/client-dynamodb";
-import { ConfigError, InvalidRowError, ItemError, OutflowError, PutError, StagingError, TransactError, type Kind } from "./errors.js";
+import {
+  ConfigError,
+  InvalidRowError,
+  ItemError,
+  OutflowError,
+  PutError,
+  SENT_BY_TRANSACT,
+  StagingError,
+  TransactError,
+  type Kind,
+} from "./errors.js";
 import * as item from "./item.js";
-import { loadPublished, routesGiven, type Config, type DynamoDBClientLike } from "./published.js";
+import { loadPublished, routesFrom, routesGiven, type Config, type DynamoDBClientLike } from "./published.js";
 import { blank, check, payloadBytes, type Row } from "./row.js";
 import * as target from "./target.js";
 import { currentTraceParent } from "./trace.js";
@@ -151,6 +161,8 @@ export class Producer {
   private readonly trace: () => string;
   private readonly orderedRoutes: OrderedRoutes;
   private readonly targets: Map<string, target.Target> | null = null;
+  /** Where targets came from, for a row of a route not in them: "given", or the table the dispatcher published them in. */
+  private readonly routesOrigin: string = "given";
 
   constructor(client: DynamoDBClientLike, config: Config, options: ProducerOptions = {}) {
     const shards = config.shards || 4;
@@ -174,6 +186,7 @@ export class Producer {
       } catch (e) {
         throw new ConfigError("invalid_config", `routes: ${messageOf(e)}`);
       }
+      this.routesOrigin = routesFrom(config);
       for (const q of config.ordered ?? []) {
         if (!this.targets.has(q)) {
           throw new ConfigError(
@@ -185,7 +198,12 @@ export class Producer {
     }
   }
 
-  /** A producer configured by the dispatcher's published configuration in table (see Published.apply). */
+  /**
+   * A producer configured by the dispatcher's published configuration in
+   * table (see Published.apply). A row of a route the dispatcher does not
+   * publish is refused naming the table and its routes; a table that does
+   * not exist throws the SDK's error, naming the table (loadPublished).
+   */
   static async fromPublished(client: DynamoDBClientLike, table: string, config: Config = {}, options: ProducerOptions = {}): Promise<Producer> {
     const published = await loadPublished(client, table);
     return new Producer(client, published.apply({ ...config, table: config.table || table }), options);
@@ -206,7 +224,12 @@ export class Producer {
     if (this.targets !== null) {
       const routed = this.targets.get(row.queue);
       if (routed === undefined && !blank(row.queue)) {
-        return [null, false, new InvalidRowError("no_route", `no such route: ${JSON.stringify(row.queue)} is not in the routes given`)];
+        const routes = [...this.targets.keys()].sort().join(", ");
+        return [
+          null,
+          false,
+          new InvalidRowError("no_route", `no such route: route ${JSON.stringify(row.queue)} is not one of the routes ${this.routesOrigin} (${routes})`),
+        ];
       }
       t = routed ?? target.sqsTarget();
     }
@@ -467,7 +490,7 @@ export class Producer {
     try {
       await this.client.send(new TransactWriteItemsCommand({ ...input, TransactItems: sent }));
     } catch (e) {
-      throw await this.classify(e, sent);
+      throw await this.explain(e, sent, true);
     }
     return keys;
   }
@@ -479,6 +502,11 @@ export class Producer {
    * is.
    */
   async classify(error: unknown, items: readonly TransactWriteItem[]): Promise<TransactError | unknown> {
+    return this.explain(error, items, false);
+  }
+
+  /** classify, for a transaction transact sent (byTransact) or the caller did: a lost group race's hint says which call builds the items again. */
+  private async explain(error: unknown, items: readonly TransactWriteItem[], byTransact: boolean): Promise<TransactError | unknown> {
     if (errorName(error) !== "TransactionCanceledException") return error;
     const out: ItemError[] = [];
     for (const [i, reason] of cancellationReasons(error).entries()) {
@@ -494,6 +522,7 @@ export class Producer {
       } else if (ie.row && sent?.Put?.Item !== undefined) await this.stagedReason(ie, sent.Put.Item, reason.Item);
       else if (ie.group) ie.reason = "group_race";
       else ie.reason = "condition_failed";
+      if (byTransact) SENT_BY_TRANSACT.add(ie);
       out.push(ie);
     }
     return new TransactError(out, error);

@@ -61,6 +61,29 @@ export function routesGiven(routes: Config["routes"]): routes is string | Readon
   return typeof routes === "string" ? routes.trim() !== "" : Object.keys(routes).length > 0;
 }
 
+/**
+ * The table each Config Published.apply made read its routes from, and
+ * those routes: a producer whose routes are still those refuses a row of
+ * another route naming the table, as outflow enqueue does. Held aside,
+ * so a Config stays a plain object; a copy of one (`{...cfg}`) is not
+ * remembered, and its routes are called given.
+ */
+const PUBLISHED_ROUTES = new WeakMap<Config, { table: string; routes: Readonly<Record<string, string>> }>();
+
+/**
+ * Where config's routes came from, for a row of a route not in them:
+ * "given", or the table the dispatcher published them in (a Config
+ * Published.apply made, its routes unchanged).
+ */
+export function routesFrom(config: Config): string {
+  const from = PUBLISHED_ROUTES.get(config);
+  if (from === undefined || !routesGiven(config.routes)) return "given";
+  const mine = routeStrings(config.routes);
+  const names = Object.keys(mine);
+  const same = names.length === Object.keys(from.routes).length && names.every((n) => Object.hasOwn(from.routes, n) && from.routes[n] === mine[n]);
+  return same ? `the dispatcher published in table ${from.table}` : "given";
+}
+
 function sortedUnique(xs: Iterable<string>): string[] {
   return [...new Set(xs)].sort();
 }
@@ -152,6 +175,9 @@ export class Published {
         `table ${cfg.table}: differs from the dispatcher's published configuration: ` + diffs.join("; "),
       );
     }
+    // The routes are the published ones now: a row of another route is
+    // refused naming the table they were published in.
+    PUBLISHED_ROUTES.set(cfg, { table: cfg.table ?? this.table, routes: { ...this.routes } });
     return cfg;
   }
 }
@@ -173,9 +199,19 @@ function routeStrings(routes: string | Readonly<Record<string, string>>): Record
  * Reads the dispatcher's published configuration from table with one
  * strongly consistent GetItem. None published throws ConfigError
  * (not_published); an item this reader cannot read, ConfigError (malformed).
+ * A failed read throws the SDK's error as it is (so `instanceof
+ * ResourceNotFoundException` still holds), its message naming the table: a
+ * table that does not exist reads `table "x": not found in region R at
+ * endpoint E (ResourceNotFoundException)`, as Go's LoadPublished says it.
  */
 export async function loadPublished(client: DynamoDBClientLike, table: string): Promise<Published> {
-  const out = await client.send(new GetItemCommand({ TableName: table, Key: { [PK]: { S: CONFIG_KEY } }, ConsistentRead: true }));
+  let out: GetItemCommandOutput;
+  try {
+    out = await client.send(new GetItemCommand({ TableName: table, Key: { [PK]: { S: CONFIG_KEY } }, ConsistentRead: true }));
+  } catch (e) {
+    await nameTable(client, table, e);
+    throw e;
+  }
   const item = out.Item;
   if (item === undefined || Object.keys(item).length === 0) {
     throw new ConfigError(
@@ -184,6 +220,39 @@ export async function loadPublished(client: DynamoDBClientLike, table: string): 
     );
   }
   return decodePublished(table, item);
+}
+
+/**
+ * Makes error's message name table, and for a table that does not exist the
+ * region and endpoint client looked for it in, where the client tells them
+ * (the SDK's DynamoDBClient does).
+ */
+export async function nameTable(client: unknown, table: string, error: unknown): Promise<void> {
+  if (!(error instanceof Error) || error.message.startsWith(`table ${JSON.stringify(table)}: `)) return;
+  if (error.name !== "ResourceNotFoundException") {
+    error.message = `table ${JSON.stringify(table)}: ${error.message}`;
+    return;
+  }
+  let where = "";
+  const config = isRecord(client) && isRecord(client["config"]) ? client["config"] : undefined;
+  try {
+    const region = await provided(config?.["region"]);
+    if (typeof region === "string" && region) where += ` in region ${region}`;
+    const endpoint = await provided(config?.["endpoint"]);
+    if (isRecord(endpoint) && typeof endpoint["hostname"] === "string") {
+      const port = endpoint["port"] ? `:${String(endpoint["port"])}` : "";
+      const path = typeof endpoint["path"] === "string" && endpoint["path"] !== "/" ? endpoint["path"] : "";
+      where += ` at endpoint ${String(endpoint["protocol"] ?? "https:")}//${endpoint["hostname"]}${port}${path}`;
+    }
+  } catch {
+    // Where it was looked for is a help, not a need: the table is named.
+  }
+  error.message = `table ${JSON.stringify(table)}: not found${where} (${error.name})`;
+}
+
+/** A client setting's value: the SDK keeps some as providers, functions of none that may return a promise. */
+async function provided(v: unknown): Promise<unknown> {
+  return typeof v === "function" ? await (v as () => unknown)() : v;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

@@ -18,7 +18,8 @@ const MAX_ATTEMPTS_LIMIT = 1000;
  *
  * `key` is the idempotency key (empty or absent: a new ULID), 1-128
  * printable ASCII characters. `queue` is the route name; names ending in
- * ".fifo" need a `group`. `payload` is the body: text (a string, or bytes
+ * ".fifo" need a `group`, and a group on any other route is refused
+ * (group_not_fifo). `payload` is the body: text (a string, or bytes
  * that are UTF-8 SQS accepts) is sent as it is, other bytes base64-encoded.
  * On an EventBridge route it must be a JSON object. `attributes` become
  * String message attributes (at most 8, 7 with a binary payload, one less on
@@ -84,6 +85,17 @@ export function check(row: Row, t: target.Target, maxBytes: number, ordered: boo
   const key = row.key ?? "";
   if (key && !target.validId(key)) {
     throw new InvalidRowError("invalid_key", `invalid key: ${JSON.stringify(key)} must be 1-128 printable ASCII characters without spaces`);
+  }
+  const group = row.group ?? "";
+  if (group && !target.fifoRoute(row.queue)) {
+    // Whether a row takes a group is its route's name's to say, as outflow
+    // enqueue decides: a group on any other route (a standard queue, a
+    // standard topic, an event bus) would order nothing.
+    throw new InvalidRowError(
+      "group_not_fifo",
+      `group ${JSON.stringify(group)}: route ${JSON.stringify(row.queue)} is not FIFO (its name does not end in .fifo), ` +
+        "and only a FIFO queue or topic has message groups; drop the group",
+    );
   }
   const attrs = storedAttributes(row);
   const [most, seq] = ordered ? [MAX_ORDERED_ATTRIBUTES, MAX_SEQ] : [MAX_OWN_ATTRIBUTES, 0n];

@@ -9,9 +9,11 @@ import {
   Producer,
   TransactError,
   currentTraceParent,
+  decodePublished,
   loadPublished,
   parseRoutes,
   validateRow,
+  type Config,
   type DynamoDBClientLike,
   type Kind,
   type TransactWriteItem,
@@ -28,14 +30,14 @@ const PUBLISHED = vectors.load("published.json");
 /** Every validation kind the Go producer has: invalid.json must give each. */
 const VALIDATION_KINDS: readonly Kind[] = [
   "empty_queue", "invalid_key", "empty_payload", "too_large", "too_many_attributes", "attribute_name",
-  "attribute_value", "group_required", "invalid_id", "not_json", "event_field", "item_too_large", "no_route",
+  "attribute_value", "group_required", "invalid_id", "group_not_fifo", "not_json", "event_field", "item_too_large", "no_route",
   "ordered_route", "duplicate_key", "too_many_items", "order_unknown", "invalid_config",
 ];
 
 test("the vectors are all there", () => {
   // Counts the Go and Python suites read too (the table in conformance/README.md): a vector file cut short fails here.
   assert.ok(ROWS.length >= 29, `rows.json: ${ROWS.length}`);
-  assert.ok(INVALID.length >= 131, `invalid.json: ${INVALID.length}`);
+  assert.ok(INVALID.length >= 141, `invalid.json: ${INVALID.length}`);
   assert.ok(CLASSIFY.length >= 15, `classify.json: ${CLASSIFY.length}`);
   assert.ok(PUBLISHED.length >= 24, `published.json: ${PUBLISHED.length}`);
   const given = new Set(INVALID.map((v) => v.kind as string | null));
@@ -229,6 +231,44 @@ test("a row validates on its own", () => {
     () => validateRow({ queue: "orders.fifo", payload: "x" }),
     (e: unknown) => e instanceof OutflowError && e.kind === "group_required",
   );
+});
+
+test("a group on a route that is not FIFO is refused in the CLI's words", async () => {
+  // Whether a row takes a group is its route's name's to say, as outflow
+  // enqueue decides; each way of staging refuses it before sending.
+  const row = { queue: "orders", group: "g1", payload: "x" };
+  const producer = new Producer(new FakeDynamoDB(), { table: "outbox", ordered: [] });
+  const want =
+    'group "g1": route "orders" is not FIFO (its name does not end in .fifo), and only a FIFO queue or topic has message groups; drop the group';
+  const refused = (e: unknown) => e instanceof OutflowError && e.kind === "group_not_fifo" && e.message.includes(want);
+  assert.throws(() => validateRow(row), refused);
+  await assert.rejects(producer.transactItem(row), refused);
+  await assert.rejects(producer.transactItems([row]), refused);
+  await assert.rejects(producer.transact([row]), refused);
+  await assert.rejects(producer.put(row), refused);
+});
+
+test("an unknown route is refused saying where the routes came from", async () => {
+  const item = PUBLISHED.find((v) => v.name === "a published configuration fills an empty Config")?.item as Json;
+  const published = decodePublished("outbox", item).apply();
+  const orders = "orders=https://sqs.us-east-1.amazonaws.com/123456789012/orders";
+  const cases: [string, Config, string][] = [
+    ["routes given", { table: "outbox", ordered: [], routes: orders }, `no such route: route "order-events" is not one of the routes given (orders)`],
+    [
+      "routes published",
+      published,
+      `no such route: route "order-events" is not one of the routes the dispatcher published in table outbox (orders, orders.fifo)`,
+    ],
+    ["routes changed after apply", { ...published, routes: orders, ordered: [] }, `no such route: route "order-events" is not one of the routes given (orders)`],
+  ];
+  for (const [name, config, want] of cases) {
+    const producer = new Producer(new FakeDynamoDB(), config);
+    await assert.rejects(
+      producer.transactItem({ queue: "order-events", payload: "x" }),
+      (e: unknown) => e instanceof OutflowError && e.kind === "no_route" && e.message === want,
+      name,
+    );
+  }
 });
 
 test("empty routes are no routes", async () => {

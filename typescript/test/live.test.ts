@@ -7,8 +7,8 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { DynamoDBClient, GetItemCommand, PutItemCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
-import { ConfigError, OutflowError, Producer, PutError, TransactError, type Kind, type TransactWriteItem } from "../src/index.js";
+import { DynamoDBClient, GetItemCommand, PutItemCommand, ResourceNotFoundException, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
+import { ConfigError, OutflowError, Producer, PutError, TransactError, loadPublished, type Kind, type TransactWriteItem } from "../src/index.js";
 import { createOutboxTable, liveSuite, liveTest } from "./tables.js";
 import * as vectors from "./vectors.js";
 import type { Json } from "./vectors.js";
@@ -192,5 +192,69 @@ live("fromPublished reads the dispatcher's configuration", async (db, table) => 
   assert.deepStrictEqual(await producer.put({ key: "f-1", queue: "orders.fifo", group: "g", payload: "x" }), ["f-1"]);
   const got = await getItem(db, table, "f-1");
   assert.deepStrictEqual(got.seq, { N: "1" }, "a published ordered route's row takes its place");
-  await assert.rejects(producer.put({ key: "f-2", queue: "audit", payload: "x" }), (e: unknown) => e instanceof PutError && e.kind === "no_route");
+  await assert.rejects(
+    producer.put({ key: "f-2", queue: "audit", payload: "x" }),
+    (e: unknown) =>
+      e instanceof PutError &&
+      e.kind === "no_route" &&
+      // The table and the routes published there, as outflow enqueue says it.
+      e.message === `row 0: no such route: route "audit" is not one of the routes the dispatcher published in table ${table} (orders, orders.fifo)`,
+  );
 });
+
+test("a table that does not exist is named", async (t) => {
+  // A wrong table (or region, or endpoint) reads as that, naming the table
+  // and where it was looked for, not as the SDK's bare "Requested resource
+  // not found"; the error is still the SDK's, for code written for it.
+  const db = suite.need(t);
+  if (db === null) return;
+  const missing = "outflow-nosuch-table";
+  const want = `table "${missing}": not found in region us-east-1 at endpoint ${suite.moto?.url ?? ""} (ResourceNotFoundException)`;
+  const named = (e: unknown) => e instanceof ResourceNotFoundException && e.message === want;
+  await assert.rejects(Producer.fromPublished(db, missing), named);
+  await assert.rejects(loadPublished(db, missing), named);
+  const producer = new Producer(db, { table: missing });
+  await assert.rejects(
+    producer.put({ queue: "orders.fifo", group: "g", payload: "x" }),
+    (e: unknown) => e instanceof PutError && e.kind === "order_unknown" && e.message.includes(want),
+  );
+});
+
+for (const how of ["transact", "transactItems and classify"] as const) {
+  live(`a group race says which call builds the items again: ${how}`, async (db, table) => {
+    // transact builds the rows' items itself, so its caller calls it again;
+    // a caller who sent transactItems' items in a transaction of its own
+    // builds them again with transactItems.
+    const config = { table, ordered: ["orders.fifo"] };
+    const other = new Producer(db, config);
+    // Another producer stages into the group just before each transaction is sent.
+    const racing = {
+      send: async (command: GetItemCommand | PutItemCommand | TransactWriteItemsCommand): Promise<never> => {
+        if (command instanceof TransactWriteItemsCommand) await other.put({ queue: "orders.fifo", group: "g", payload: "first" });
+        return (await db.send(command as GetItemCommand)) as never;
+      },
+    };
+    const producer = new Producer(racing, config);
+    const row = { key: "race-1", queue: "orders.fifo", group: "g", payload: "x" };
+    let error: unknown;
+    let want: string;
+    if (how === "transact") {
+      error = await producer.transact([row]).then(
+        () => assert.fail("the race is lost"),
+        (e: unknown) => e,
+      );
+      want = "another producer staged into the group first (call transact again: it builds the rows' items anew)";
+    } else {
+      const items = await producer.transactItems([row]);
+      const sent = await racing.send(new TransactWriteItemsCommand({ TransactItems: items })).then(
+        () => assert.fail("the race is lost"),
+        (e: unknown) => e,
+      );
+      error = await producer.classify(sent, items);
+      want = "another producer staged into the group first (build the row's items again with transactItems)";
+    }
+    assert.ok(error instanceof TransactError);
+    assert.ok(error.has("group_race") && error.retryable);
+    assert.ok(error.message.includes(`(tail of group "g" of orders.fifo): ${want}`), error.message);
+  });
+}

@@ -25,6 +25,7 @@ class Kind(StrEnum):
     ATTRIBUTE_VALUE = "attribute_value"  # ErrAttributeValue
     GROUP_REQUIRED = "group_required"  # ErrGroupRequired
     INVALID_ID = "invalid_id"  # ErrInvalidGroup
+    GROUP_NOT_FIFO = "group_not_fifo"  # ErrGroupNotFIFO: a group on a route that is not FIFO
     NOT_JSON = "not_json"  # ErrNotJSON
     EVENT_FIELD = "event_field"  # ErrEventField
     ITEM_TOO_LARGE = "item_too_large"  # ErrItemTooLarge: the DynamoDB item
@@ -122,6 +123,10 @@ class ItemError:
     explain (a validation error, which ``code`` says), or a staged key whose
     row could not be read to compare (``error`` says why)."""
     error: BaseException | None = field(default=None, repr=False)
+    # Set for an item of a transaction Producer.transact sent: it builds the
+    # rows' items itself, so a lost group race is retried by calling it
+    # again, not by building items.
+    _by_transact: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __str__(self) -> str:
         if self.row:
@@ -133,7 +138,9 @@ class ItemError:
         else:
             what = f"put into table {self.table}"
         why = self.code
-        if self.reason is Kind.GROUP_RACE:
+        if self.reason is Kind.GROUP_RACE and self._by_transact:
+            why = "another producer staged into the group first (call transact again: it builds the rows' items anew)"
+        elif self.reason is Kind.GROUP_RACE:
             why = "another producer staged into the group first (build the row's items again with transact_items)"
         elif self.reason is not None:
             why = self.reason.value.replace("_", " ")

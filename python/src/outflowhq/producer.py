@@ -26,7 +26,7 @@ from .errors import (
     StagingError,
     TransactError,
 )
-from .published import Config, DynamoDBClient, load_published
+from .published import Config, DynamoDBClient, _routes_from, load_published
 from .row import Row, check
 
 #: How many items DynamoDB takes in one TransactWriteItems.
@@ -153,11 +153,13 @@ class Producer:
 
         self._ordered = _OrderedRoutes(config.ordered, read, time.monotonic)
         self._targets: dict[str, target.Target] | None = None
+        self._routes_from = "given"
         if config.routes is not None and _given(config.routes):
             try:
                 self._targets = target.parse_routes(config.routes)
             except ConfigError as e:
                 raise ConfigError(Kind.INVALID_CONFIG, f"routes: {e}") from None
+            self._routes_from = _routes_from(config)
         if self._targets is not None:
             for q in config.ordered or ():
                 if q not in self._targets:
@@ -166,7 +168,10 @@ class Producer:
     @classmethod
     def from_published(cls, client: DynamoDBClient, table: str, config: Config | None = None, **kwargs: Any) -> Producer:
         """A producer configured by the dispatcher's published
-        configuration in table (see Published.apply)."""
+        configuration in table (see Published.apply). A row of a route the
+        dispatcher does not publish is refused naming the table and its
+        routes; a table that does not exist raises botocore's error,
+        naming the table (load_published)."""
         cfg = load_published(client, table).apply(config or Config(table=table))
         return cls(client, cfg, **kwargs)
 
@@ -192,7 +197,10 @@ class Producer:
         if self._targets is not None:
             routed = self._targets.get(row.queue)
             if routed is None and row.queue.strip():
-                return None, False, InvalidRowError(Kind.NO_ROUTE, f"no such route: {row.queue!r} is not in the routes given")
+                return None, False, InvalidRowError(
+                    Kind.NO_ROUTE,
+                    f"no such route: route {row.queue!r} is not one of the routes {self._routes_from} ({', '.join(sorted(self._targets))})",
+                )
             t = routed or target.Target()
         ordered, unknown = self._ordered.ordered(row.queue)
         if unknown is not None:
@@ -416,13 +424,19 @@ class Producer:
         try:
             self._client.transact_write_items(TransactItems=sent, **kwargs)
         except ClientError as e:
-            raise self.classify(e, sent) from e
+            raise self._explain(e, sent, by_transact=True) from e
         return keys
 
     def classify(self, error: BaseException, items: Sequence[TransactWriteItem]) -> BaseException:
         """Explains error, what transact_write_items raised for items (as
         sent, in order): a cancellation becomes a TransactError naming each
         failed item; any other error comes back as it is."""
+        return self._explain(error, items, by_transact=False)
+
+    def _explain(self, error: BaseException, items: Sequence[TransactWriteItem], *, by_transact: bool) -> BaseException:
+        """classify, for a transaction transact sent (by_transact) or the
+        caller did: a lost group race's hint says which call builds the
+        items again."""
         if not isinstance(error, ClientError) or error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
             return error
         reasons = error.response.get("CancellationReasons") or []
@@ -446,6 +460,7 @@ class Producer:
                 ie.reason = Kind.GROUP_RACE
             else:
                 ie.reason = Kind.CONDITION_FAILED
+            ie._by_transact = by_transact
             out.append(ie)
         return TransactError(out, error)
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
 from . import _item
 from ._target import parse_routes
 from .errors import ConfigError, Kind
@@ -49,6 +51,12 @@ class Config:
     ordered: Sequence[str] | None = None
     routes: Mapping[str, str] | str | None = None
     lean: bool = False
+    # Set by Published.apply: the table it read routes from, and those
+    # routes. A producer whose routes are still those refuses a row of
+    # another route naming the table, as outflow enqueue does. Neither is
+    # compared, shown or copied by dataclasses.replace.
+    _published_in: str = field(default="", init=False, repr=False, compare=False)
+    _published_routes: Mapping[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,10 @@ class Published:
             diffs.append("lean: the dispatcher does not run lean, Config has lean")
         if diffs:
             raise ConfigError(Kind.PUBLISHED_MISMATCH, f"table {cfg.table}: differs from the dispatcher's published configuration: " + "; ".join(diffs))
+        # The routes are the published ones now: a row of another route is
+        # refused naming the table they were published in.
+        object.__setattr__(cfg, "_published_in", cfg.table)
+        object.__setattr__(cfg, "_published_routes", dict(self.routes))
         return cfg
 
 
@@ -126,12 +138,30 @@ def _route_strings(routes: Mapping[str, str] | str) -> dict[str, str]:
     return out
 
 
+def _routes_from(config: Config) -> str:
+    """Where config's routes came from, for a row of a route not in them:
+    "given", or the table the dispatcher published them in (a Config
+    Published.apply made, its routes unchanged)."""
+    if config._published_in and config._published_routes is not None and config.routes is not None:
+        if _route_strings(config.routes) == dict(config._published_routes):
+            return f"the dispatcher published in table {config._published_in}"
+    return "given"
+
+
 def load_published(client: DynamoDBClient, table: str) -> Published:
     """Reads the dispatcher's published configuration from table with one
     strongly consistent GetItem. None published raises ConfigError
     (not_published); an item this reader cannot read, ConfigError
-    (malformed)."""
-    out = client.get_item(TableName=table, Key={_item.PK: {"S": _item.CONFIG_KEY}}, ConsistentRead=True)
+    (malformed). A failed read raises botocore's error as it is (so
+    ``except client.exceptions.ResourceNotFoundException`` still catches
+    it), its message naming the table: a table that does not exist reads
+    ``table "x": not found in region R at endpoint E
+    (ResourceNotFoundException)``, as Go's LoadPublished says it."""
+    try:
+        out = client.get_item(TableName=table, Key={_item.PK: {"S": _item.CONFIG_KEY}}, ConsistentRead=True)
+    except ClientError as e:
+        _name_table(client, table, e)
+        raise
     item = out.get("Item")
     if not item:
         raise ConfigError(
@@ -139,6 +169,22 @@ def load_published(client: DynamoDBClient, table: str) -> Published:
             f"table {table}: no dispatcher configuration published (the sweep and wake functions publish it at their first invocation)",
         )
     return decode_published(table, item)
+
+
+def _name_table(client: Any, table: str, error: ClientError) -> None:
+    """Makes error's message name table, and for a table that does not
+    exist the region and endpoint client looked for it in, where the
+    client tells them (a boto3 client does)."""
+    if str(error).startswith(f'table "{table}": '):
+        return
+    code = error.response.get("Error", {}).get("Code", "")
+    if code == "ResourceNotFoundException":
+        meta = getattr(client, "meta", None)
+        region, endpoint = getattr(meta, "region_name", None), getattr(meta, "endpoint_url", None)
+        where = (f" in region {region}" if region else "") + (f" at endpoint {endpoint}" if endpoint else "")
+        error.args = (f'table "{table}": not found{where} ({code})',)
+    else:
+        error.args = (f'table "{table}": {error}',)
 
 
 def decode_published(table: str, item: Mapping[str, Any]) -> Published:

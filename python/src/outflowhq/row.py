@@ -27,7 +27,8 @@ class Row:
 
     ``key`` is the idempotency key (empty: a new ULID), 1-128 printable
     ASCII characters. ``queue`` is the route name; names ending in ".fifo"
-    need a ``group``. ``payload`` is the body: text (a str, or bytes that
+    need a ``group``, and a group on any other route is refused
+    (group_not_fifo). ``payload`` is the body: text (a str, or bytes that
     are UTF-8 SQS accepts) is sent as it is, other bytes base64-encoded. On
     an EventBridge route it must be a JSON object. ``attributes`` become
     String message attributes (at most 8, 7 with a binary payload, one less
@@ -87,6 +88,15 @@ def check(row: Row, t: target.Target, max_bytes: int, ordered: bool) -> dict[str
         raise InvalidRowError(Kind.EMPTY_QUEUE, "queue is empty")
     if row.key and not target.valid_id(row.key):
         raise InvalidRowError(Kind.INVALID_KEY, f"invalid key: {row.key!r} must be 1-128 printable ASCII characters without spaces")
+    if row.group and not target.fifo_route(row.queue):
+        # Whether a row takes a group is its route's name's to say, as
+        # outflow enqueue decides: a group on any other route (a standard
+        # queue, a standard topic, an event bus) would order nothing.
+        raise InvalidRowError(
+            Kind.GROUP_NOT_FIFO,
+            f"group {row.group!r}: route {row.queue!r} is not FIFO (its name does not end in .fifo), "
+            "and only a FIFO queue or topic has message groups; drop the group",
+        )
     attrs = row.stored_attributes()
     most, seq = (MAX_ORDERED_ATTRIBUTES, _MAX_SEQ) if ordered else (MAX_OWN_ATTRIBUTES, 0)
     count = len(attrs or {})
