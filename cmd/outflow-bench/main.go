@@ -74,6 +74,13 @@ func main() {
 		}
 		return
 	}
+	if *only == "backstop" {
+		if err := runBackstopOnly(*backstopTable, *backstopPayload); err != nil {
+			fmt.Fprintln(os.Stderr, "outflow-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *only == "memory" {
 		if err := runMemoryOnly(*out); err != nil {
 			fmt.Fprintln(os.Stderr, "outflow-bench:", err)

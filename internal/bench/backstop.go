@@ -107,8 +107,15 @@ func ScanRRU(bytes int, consistent bool) float64 {
 // missed lean rows left pending among them, then runs the backstop
 // (default budget: dynamo.DefaultBackstopPages pages of
 // dynamo.DefaultBackstopPageSize items per run) until its pass ends,
-// measuring each run's scan by the items it evaluated.
-func MeasureBackstop(ctx context.Context, endpoint string, tombstones, missed int) (m BackstopMeasure, err error) {
+// measuring each run's scan by the items it evaluated. Its rows carry the
+// bench's payload (PayloadBytes).
+func MeasureBackstop(ctx context.Context, endpoint string, tombstones, missed int) (BackstopMeasure, error) {
+	return MeasureBackstopOf(ctx, endpoint, tombstones, missed, PayloadBytes)
+}
+
+// MeasureBackstopOf is MeasureBackstop with rows of payloadBytes-byte
+// payloads.
+func MeasureBackstopOf(ctx context.Context, endpoint string, tombstones, missed, payloadBytes int) (m BackstopMeasure, err error) {
 	m = BackstopMeasure{Tombstones: tombstones, Missed: missed, Requests: NewRequests()}
 	plainCfg, err := endpointConfig(ctx, endpoint, NewRequests())
 	if err != nil {
@@ -125,7 +132,7 @@ func MeasureBackstop(ctx context.Context, endpoint string, tombstones, missed in
 	rows := tombstones + missed
 	step := max(rows/max(missed, 1), 1)
 	isMissed := func(i int) bool { return missed > 0 && i%step == 0 && i/step < missed }
-	if err := buildTable(ctx, plain, table, rows, isMissed); err != nil {
+	if err := buildTable(ctx, plain, table, rows, payloadBytes, isMissed); err != nil {
 		return m, err
 	}
 	m.Build = time.Since(start)
@@ -141,7 +148,9 @@ func MeasureBackstop(ctx context.Context, endpoint string, tombstones, missed in
 	}
 	// Every row is older than the grace at a clock a minute on.
 	now := time.Now().Add(time.Minute + BackstopGrace)
-	maxRuns := rows/(b.Pages*b.PageSize) + 3
+	// A page ends at PageSize items or 1 MB: at large items, before.
+	perPage := max(min(b.PageSize, (1<<20)/(payloadBytes+1)), 1)
+	maxRuns := rows/(b.Pages*perPage) + 3
 	for range maxRuns {
 		meter.reset()
 		t0 := time.Now()
@@ -177,13 +186,13 @@ func MeasureBackstop(ctx context.Context, endpoint string, tombstones, missed in
 const BackstopTemplates = 4
 
 // buildTable fills table with rows rows, keys Key(0) on, over Queues, of
-// the bench's payload: the missed ones lean rows staged by the producer
+// payloadBytes-byte payloads: the missed ones lean rows staged by the producer
 // and left pending, with no shard, as rows the stream never delivered;
 // the others tombstones, lean rows staged by the producer and settled as
 // the wake settles them. Only a few are staged and settled so (BackstopTemplates
 // a queue); the rest are copies of those tombstones under their own keys,
 // written 25 at a time, so that a large table builds in seconds on moto.
-func buildTable(ctx context.Context, api *dynamodb.Client, table string, rows int, missed func(int) bool) error {
+func buildTable(ctx context.Context, api *dynamodb.Client, table string, rows, payloadBytes int, missed func(int) bool) error {
 	var real, copies []int
 	for i := range rows {
 		if missed(i) || len(real)-countMissed(real, missed) < BackstopTemplates*len(Queues) {
@@ -192,7 +201,7 @@ func buildTable(ctx context.Context, api *dynamodb.Client, table string, rows in
 			copies = append(copies, i)
 		}
 	}
-	if err := stageLean(ctx, api, table, real); err != nil {
+	if err := stageLean(ctx, api, table, real, payloadBytes); err != nil {
 		return err
 	}
 	tomb, err := settleAsTheWake(ctx, api, table, missed)
@@ -254,14 +263,14 @@ func batchWrite(ctx context.Context, api *dynamodb.Client, table string, reqs []
 	return nil
 }
 
-// stageLean stages the rows of keys (Key(i), over Queues, the bench's
-// payload) lean with the producer.
-func stageLean(ctx context.Context, api *dynamodb.Client, table string, keys []int) error {
+// stageLean stages the rows of keys (Key(i), over Queues, payloads of
+// payloadBytes) lean with the producer.
+func stageLean(ctx context.Context, api *dynamodb.Client, table string, keys []int, payloadBytes int) error {
 	p, err := outflow.NewProducer(api, outflow.Config{Table: table, Shards: 8, Ordered: []string{}, Lean: true})
 	if err != nil {
 		return err
 	}
-	payload := []byte(strings.Repeat("x", PayloadBytes))
+	payload := []byte(strings.Repeat("x", payloadBytes))
 	rows := make([]outflow.Row, 0, len(keys))
 	for _, i := range keys {
 		r := outflow.Row{Key: Key(i), Queue: Queues[i%len(Queues)], Payload: payload, Attributes: map[string]string{"type": "bench"}}
