@@ -26,8 +26,10 @@ func (a *app) deadListCommand() *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List dead letters, newest first, marking those that block their ordered group",
-		Long: "A dead letter blocks its ordered group when it has a place in one (seq) and its route's dead-head policy is block " +
+		Short: "List dead letters, newest first, with how each ended, marking those that block their ordered group",
+		Long: "OUTCOME says how each ended: dead-letter (its place, if it has one, not closed), dead-letter-closed (skip sent the message closing its place), " +
+			"dead-letter-unsent or dead-letter-unsure (that message failed: not sent, or perhaps sent), purged-unsent or purged-unsure (a purge's closing message failed likewise). " +
+			"A dead letter blocks its ordered group when it has a place in one (seq) and its route's dead-head policy is block " +
 			"(--ordered, or OUTFLOW_ORDERED as the dispatcher has it, else the ordered routes the dispatcher published; a route not listed is held to block, as the dispatcher holds it). " +
 			"The group and place of dead letters of FIFO routes are read from the table.",
 		Args: args(cobra.NoArgs),
@@ -52,10 +54,10 @@ func (a *app) deadListCommand() *cobra.Command {
 				return fmt.Errorf("list dead letters: %w", err)
 			}
 			return a.emit(dead, func(w io.Writer) {
-				fmt.Fprintln(w, "KEY\tQUEUE\tGROUP\tATTEMPTS\tFAILED\tBLOCKS\tLAST ERROR")
+				fmt.Fprintln(w, "KEY\tQUEUE\tGROUP\tATTEMPTS\tFAILED\tBLOCKS\tOUTCOME\tLAST ERROR")
 				for _, d := range dead {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Key, d.Queue, orDash(d.Group), d.Attempt, when(d.FailedAt),
-						yesOrDash(d.BlocksGroup), shorten(d.LastError, 60))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.Key, d.Queue, orDash(d.Group), d.Attempt, when(d.FailedAt),
+						yesOrDash(d.BlocksGroup), d.Outcome, shorten(d.LastError, 80))
 				}
 			})
 		},
@@ -71,8 +73,11 @@ func (a *app) deadShowCommand() *cobra.Command {
 	var payload bool
 	cmd := &cobra.Command{
 		Use:   "show KEY",
-		Short: "Show one row with its error history (the payload only with --payload), and whether it blocks its ordered group",
-		Args:  args(cobra.ExactArgs(1)),
+		Short: "Show one row with how it ended, its error history (the payload only with --payload), and whether it blocks its ordered group",
+		Long: "The outcome line says how the row ended, or where it stands, which its status alone does not: a purged row whose closing message was sent reads status done, " +
+			"yet only the message closing its place went, never the row (outcome purged). Outcomes: pending, retrying, claimed, redriven, delivered, closing, purging, purged, " +
+			"purged-unsent, purged-unsure, dead-letter, dead-letter-closed, dead-letter-unsent, dead-letter-unsure, and unrecognized for a state the dispatcher never writes.",
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, keys []string) error {
 			ordered, err := a.ordered(cmd.Context())
 			if err != nil {
@@ -100,7 +105,12 @@ func (a *app) deadShowCommand() *cobra.Command {
 func printRow(w io.Writer, s *operate.Row) {
 	fmt.Fprintf(w, "key\t%s\n", s.Key)
 	fmt.Fprintf(w, "queue\t%s\n", s.Queue)
-	fmt.Fprintf(w, "status\t%s\n", s.Status)
+	fmt.Fprintf(w, "outcome\t%s: %s\n", s.Outcome, s.OutcomeDetail)
+	status := string(s.Status)
+	if s.Closed != "" {
+		status += " (closed: " + s.Closed + ")"
+	}
+	fmt.Fprintf(w, "status\t%s\n", status)
 	fmt.Fprintf(w, "attempts\t%d\n", s.Attempts)
 	if s.Group != "" {
 		fmt.Fprintf(w, "group\t%s\n", s.Group)

@@ -33,7 +33,7 @@ func (a *app) statsCommand() *cobra.Command {
 			"the dead-index entries. Each count stops at --cap entries and is then reported as a lower bound (≥). " +
 			"A claim leaves the index alone, so due counts claimed rows too; without routes, dead letters are tallied from a scan of the " +
 			"dead index, capped alike. --exact reads every due row's status and every dead letter (requests and memory grow with the " +
-			"backlog) to tell claimed rows apart, count each queue's pending and due rows, and the blocked ordered groups. " +
+			"backlog) to tell claimed rows apart, count each queue's pending and due rows, the blocked ordered groups, and the dead letters by outcome (see dead list). " +
 			"--blocked counts only the blocked ordered groups: an ordered group is blocked when its earliest dead letter blocks it " +
 			"(see dead list), and the oldest blocked age is how long the oldest such dead letter has been dead. " +
 			"Stray rows, on a shard the sweep never queries (a producer with a larger OUTFLOW_SHARDS, or a shard that is not a number), " +
@@ -88,6 +88,11 @@ func (a *app) statsCommand() *cobra.Command {
 					fmt.Fprintf(w, "oldest blocked head\t%dms\n", out.OldestBlockedAgeMs)
 				} else {
 					fmt.Fprintln(w, "blocked ordered groups\tnot counted (--blocked)")
+				}
+				if out.DeadOutcomes != nil {
+					fmt.Fprintf(w, "dead letters by outcome\t%s\n", outcomes(out.DeadOutcomes))
+				} else {
+					fmt.Fprintln(w, "dead letters by outcome\tnot told apart (--exact; dead list's OUTCOME): failed counts purged rows whose closing message failed too")
 				}
 				fmt.Fprintf(w, "stray rows found by the audit\t%d last pass, %d this pass, %d in all\n", st.Stray.LastPass, st.Stray.ThisPass, st.Stray.Total)
 				printBackstop(w, rep.Backstop)
@@ -184,6 +189,19 @@ func printCounts(w io.Writer, st *dynamo.Stats) {
 	if st.Cap > 0 {
 		fmt.Fprintf(w, "counts capped at\t%d entries per shard bucket and dead queue; ≥ marks a lower bound (--cap 0 counts to the end)\n", st.Cap)
 	}
+}
+
+// outcomes is a tally of dead letters by outcome, by name: "none" when
+// there is none.
+func outcomes(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // byNumber orders shard names as numbers.

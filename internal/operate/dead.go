@@ -13,6 +13,11 @@ import (
 type DeadLetter struct {
 	dynamo.DeadRef
 	BlocksGroup bool `json:"blocks_group"`
+	// Outcome names how the dead letter ended (OutcomeOf): its closed,
+	// read with its group for FIFO routes, tells a dead letter whose
+	// place was closed, or purged, from one no message closed.
+	Outcome       string `json:"outcome"`
+	OutcomeDetail string `json:"outcome_detail"`
 }
 
 // ListDead returns up to limit dead letters (0: all) the query selects,
@@ -34,7 +39,11 @@ func marked(ctx context.Context, op *dynamo.Operator, refs []dynamo.DeadRef, ord
 	blocks := Blocks(ordered)
 	dead := make([]DeadLetter, len(refs))
 	for i, d := range refs {
-		dead[i] = DeadLetter{DeadRef: d, BlocksGroup: blocks(d)}
+		// Every entry of the dead index is failed. The index does not
+		// project redriven_at, so the detail does not say whether the
+		// row was redriven before (dead show does).
+		o := OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false)
+		dead[i] = DeadLetter{DeadRef: d, BlocksGroup: blocks(d), Outcome: o.Name, OutcomeDetail: o.Detail}
 	}
 	return dead, nil
 }

@@ -26,9 +26,16 @@ type AttemptError struct {
 // Row is one row as an operator sees it: its state, group and place,
 // error history, and the payload only when asked for.
 type Row struct {
-	Key          string            `json:"key"`
-	Queue        string            `json:"queue"`
-	Status       outbox.Status     `json:"status"`
+	Key    string        `json:"key"`
+	Queue  string        `json:"queue"`
+	Status outbox.Status `json:"status"`
+	// Outcome names how the row ended, or where it stands (OutcomeOf):
+	// status alone cannot tell, since a purged row's closing message
+	// settles it done. OutcomeDetail says it in a sentence.
+	Outcome       string `json:"outcome"`
+	OutcomeDetail string `json:"outcome_detail"`
+	// Closed is the row's closed as stored (outbox.Row.Closed).
+	Closed       string            `json:"closed,omitempty"`
 	Attempts     int               `json:"attempts"`
 	Group        string            `json:"group,omitempty"`
 	Seq          int64             `json:"seq,omitempty"`
@@ -64,6 +71,8 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
 		RedrivenAt: row.RedrivenAt, LastError: row.LastError, Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 	}
+	o := OutcomeOf(row.Status, row.Closed, row.Attempt, !row.RedrivenAt.IsZero())
+	s.Outcome, s.OutcomeDetail, s.Closed = o.Name, o.Detail, row.Closed
 	for i, e := range row.Errors {
 		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure,
 			Redriven: i > 0 && e.Attempt <= row.Errors[i-1].Attempt}

@@ -27,6 +27,13 @@ type Report struct {
 	*dynamo.Stats
 	OldestDueAgeMs     int64 `json:"oldest_due_age_ms"`
 	OldestBlockedAgeMs int64 `json:"oldest_blocked_age_ms"`
+	// DeadOutcomes counts the dead letters by outcome (OutcomeOf): those
+	// no message closed apart from those whose place a closing message
+	// closed, and from purged ones whose closing message failed, which
+	// the failed counts hold alike. Counted with Exact only (nil
+	// otherwise): it reads every dead letter, and the closed of those of
+	// FIFO routes from the table.
+	DeadOutcomes map[string]int `json:"dead_outcomes,omitempty"`
 }
 
 // Blocks says whether a dead letter holds its ordered group under the
@@ -51,6 +58,11 @@ func Stats(ctx context.Context, op *dynamo.Operator, now time.Time, q StatsQuery
 		return Report{}, err
 	}
 	r := Report{Stats: st}
+	if q.Exact {
+		if r.DeadOutcomes, err = deadOutcomes(ctx, op); err != nil {
+			return Report{}, err
+		}
+	}
 	if !st.OldestDue.IsZero() {
 		r.OldestDueAgeMs = now.Sub(st.OldestDue).Milliseconds()
 	}
@@ -58,4 +70,32 @@ func Stats(ctx context.Context, op *dynamo.Operator, now time.Time, q StatsQuery
 		r.OldestBlockedAgeMs = max(0, now.Sub(st.OldestBlocked).Milliseconds())
 	}
 	return r, nil
+}
+
+// deadOutcomes tallies every dead letter by outcome: each entry of the
+// dead index is failed, and only a dead letter of a FIFO route can have a
+// place, so only those have a closed to read (WithGroups, which leaves
+// out those no longer failed).
+func deadOutcomes(ctx context.Context, op *dynamo.Operator) (map[string]int, error) {
+	out := map[string]int{}
+	var fifo []dynamo.DeadRef
+	err := op.EachDead(ctx, dynamo.DeadQuery{}, func(d dynamo.DeadRef) error {
+		if outbox.FIFORoute(d.Queue) {
+			fifo = append(fifo, d)
+		} else {
+			out[OutcomeOf(outbox.StatusFailed, "", d.Attempt, false).Name]++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	fifo, err = op.WithGroups(ctx, fifo)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range fifo {
+		out[OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false).Name]++
+	}
+	return out, nil
 }

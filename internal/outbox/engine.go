@@ -182,9 +182,10 @@ func (e *Engine) newRun(ctx context.Context, grace time.Duration) *run {
 }
 
 // failure is the error history to store after an attempt fails; its
-// entry is unsure unless err is definite (see Definite).
+// entry is unsure unless err is definite (see Definite), its message
+// the service's error code first (ErrorText).
 func (e *Engine) failure(row Row, now time.Time, err error) []AttemptError {
-	return row.withError(AttemptError{At: now, Attempt: row.Attempt, Message: err.Error(), Unsure: !Definite(err)})
+	return row.withError(AttemptError{At: now, Attempt: row.Attempt, Message: ErrorText(err), Unsure: !Definite(err)})
 }
 
 // unsureAfter is row after an attempt that failed at now with err: its
