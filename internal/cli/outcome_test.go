@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/outflowhq/outflow"
 	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // missingQueue is the URL of a queue that does not exist on the moto
@@ -126,4 +128,25 @@ func TestDeadShowAndList_SayHowEachRowEndedAndLeadWithTheAWSErrorCode(t *testing
 	var counted map[string]any
 	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "stats", "--output", "json")), &counted))
 	require.NotContains(t, counted, "dead_outcomes", "count queries only: not read")
+}
+
+// A dead letter an older dispatcher stored with the SDK's error as it
+// reads, cause last, is shown code first all the same, in dead list and
+// dead show, text and JSON.
+func TestDeadListAndShow_LeadWithTheCodeOfAnErrorStoredCauseLast(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	const old = "send batch: operation error SQS: SendMessageBatch, https response error StatusCode: 400, RequestID: r-1, " + nonExistent
+	const want = nonExistent + " (send batch: operation error SQS: SendMessageBatch, https response error StatusCode: 400, RequestID: r-1)"
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	require.NoError(t, e.store.Stage(ctx, outbox.Row{Key: "old-1", Queue: "orders", Payload: []byte(`{}`)}, at))
+	row, err := e.store.Claim(ctx, "old-1", at, time.Minute, 1)
+	require.NoError(t, err)
+	require.NoError(t, e.store.DeadLetter(ctx, row, at, []outbox.AttemptError{{At: at, Attempt: 1, Message: old}}))
+
+	require.Equal(t, want, e.deadOutcomes(t)["old-1"][1])
+	require.Equal(t, want, e.show(t, "old-1").LastError)
+	require.Contains(t, e.ok(t, "dead", "list"), "dead-letter  "+nonExistent+" (s…")
+	require.Contains(t, e.ok(t, "dead", "show", "old-1"), "  "+want+"\n")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/operate"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // funcs are the templates' helpers. Each returns plain text, which
@@ -23,6 +25,11 @@ var funcs = template.FuncMap{
 	"sub":   func(a, b int) int { return a - b },
 	"short": short,
 	"num":   func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) },
+	// clipped reports whether short cuts s at n: the cell then keeps the
+	// whole text in a details element (the console runs no script).
+	"clipped": func(s string, n int) bool { return short(s, n) != s },
+	// deadOutcome is a dead letter's outcome, from its closed.
+	"deadOutcome": func(closed string) operate.Outcome { return operate.OutcomeOf(outbox.StatusFailed, closed, 0, false) },
 }
 
 func when(t time.Time) string {

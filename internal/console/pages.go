@@ -193,6 +193,7 @@ func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	}
 	groups := make([]blockedGroup, len(heads))
 	for i, h := range heads {
+		h.LastError = operate.CodeFirst(h.LastError)
 		groups[i].Head = h
 		// The group item's tail is the last row staged in the group: every
 		// row after the head waits for it.

@@ -43,6 +43,7 @@ func marked(ctx context.Context, op *dynamo.Operator, refs []dynamo.DeadRef, ord
 		// project redriven_at, so the detail does not say whether the
 		// row was redriven before (dead show does).
 		o := OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false)
+		d.LastError = CodeFirst(d.LastError)
 		dead[i] = DeadLetter{DeadRef: d, BlocksGroup: blocks(d), Outcome: o.Name, OutcomeDetail: o.Detail}
 	}
 	return dead, nil

@@ -69,12 +69,12 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 		Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq, Prev: row.Prev,
 		BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq, Closed: row.Closed}),
 		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
-		RedrivenAt: row.RedrivenAt, LastError: row.LastError, Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
+		RedrivenAt: row.RedrivenAt, LastError: CodeFirst(row.LastError), Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 	}
 	o := OutcomeOf(row.Status, row.Closed, row.Attempt, !row.RedrivenAt.IsZero())
 	s.Outcome, s.OutcomeDetail, s.Closed = o.Name, o.Detail, row.Closed
 	for i, e := range row.Errors {
-		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: e.Message, Unsure: e.Unsure,
+		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: CodeFirst(e.Message), Unsure: e.Unsure,
 			Redriven: i > 0 && e.Attempt <= row.Errors[i-1].Attempt}
 	}
 	if derr != nil {
