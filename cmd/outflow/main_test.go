@@ -117,3 +117,39 @@ func TestLocal_SweepPartitionsRunsTheDemoOnTwoPartitions(t *testing.T) {
 	line := regexp.MustCompile(`(?m)^sweeps by partition: 0/2: [1-9][0-9]*, 1/2: [1-9][0-9]*$`).FindString(text)
 	require.NotEmpty(t, line, "both partitions swept:\n%s", text)
 }
+
+// TestLocal_TableNamesTheTableAndTheFirstLineSaysWhatTheTemplateCreated:
+// --table names the outbox table (it was ignored: each run made a new
+// name), and the first line says the template created no queues, topics
+// or event buses where it created none, not "0 queues, 0 topics, 0 event
+// buses".
+func TestLocal_TableNamesTheTableAndTheFirstLineSaysWhatTheTemplateCreated(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "outflow")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	cmd := exec.Command(bin, "local", "--no-demo", "--table", "my-outbox", "--template", "../../template.yaml",
+		"--param", "ExampleTargets=false", "--param", "Routes=orders=http://127.0.0.1:1/000000000000/orders")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		if sc.Scan() {
+			first <- sc.Text()
+		}
+		for sc.Scan() {
+		}
+	}()
+	select {
+	case line := <-first:
+		require.Regexp(t, `^outflow local: endpoint http://127\.0\.0\.1:\d+, table my-outbox, the template created no queues, topics or event buses, in-process functions, ready in `, line)
+	case <-time.After(60 * time.Second):
+		t.Fatal("outflow local did not get ready")
+	}
+}

@@ -68,6 +68,9 @@ func (a *app) runCheck(ctx context.Context, stackName string) error {
 	if rep.Findings, err = c.Check(ctx, in); err != nil {
 		return err
 	}
+	if rep.Findings == nil {
+		rep.Findings = []targetcheck.Finding{} // "findings": [], not null, with none
+	}
 	rep.Routes, rep.Grants = len(in.Routes), in.Grants != nil
 	if err := a.emit(rep, func(w io.Writer) { rep.print(w) }); err != nil {
 		return err

@@ -61,6 +61,13 @@ func TestCheck_ReadsThePublishedRoutesAndExitsOneOnAFinding(t *testing.T) {
 	out := e.ok(t, "check")
 	require.Contains(t, out, "2 routes checked")
 	require.Contains(t, out, ": all OK")
+
+	// No finding is an empty list, not null: a script's len() or for-each
+	// works on it as on any other answer.
+	out = e.ok(t, "check", "--output", "json")
+	var none map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(out), &none))
+	require.JSONEq(t, `[]`, string(none["findings"]), out)
 }
 
 // TestCheck_NeedsAStackOrATable: with neither it is a usage error.

@@ -24,10 +24,18 @@ func (a *app) localCommand() *cobra.Command {
 		Long: "local starts the moto server from .venv (unless --endpoint names one), creates the table, queues, topics and event buses that " +
 			"template.yaml defines, runs the sweep on a local schedule and the wake from the table's stream through the " +
 			"template's FilterCriteria, and consumes every queue the template creates (never yours). By default it then runs a demo and exits 0 only if every " +
-			"row was delivered or dead-lettered as staged. After the deploy it checks the routes against their targets and grants (outflow check). --keep leaves everything running until Ctrl-C.",
+			"row was delivered or dead-lettered as staged. After the deploy it checks the routes against their targets and grants (outflow check). --keep leaves everything running until Ctrl-C. " +
+			"--table names the outbox table (a table of that name that exists at the endpoint already is refused, not reused); without it, each run makes a new name, " +
+			"as for the queues, topics and buses (OUTFLOW_TABLE is not read: the exports a run prints set it, and would pin the next run's).",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Endpoint, opts.Region = a.endpoint, a.region
+			if cmd.Flags().Changed("table") {
+				if a.table == "" {
+					return usagef("--table is empty: name the table, or drop --table for a new name each run")
+				}
+				opts.Table = a.table
+			}
 			if opts.SweepPartitions < 0 {
 				return usagef("--sweep-partitions %d: want 1 or more (0 keeps the template's)", opts.SweepPartitions)
 			}
@@ -78,8 +86,8 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 	if r.Partitions > 1 {
 		mode += fmt.Sprintf(", %d sweep partitions over %s shards", r.Partitions, r.Stack.Env["SweepFunction"]["OUTFLOW_SHARDS"])
 	}
-	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %s, %s, %s, %s, ready in %s\n",
-		r.Endpoint, r.Stack.Table, count(len(r.Stack.QueueURLs), "queue"), count(len(r.Stack.TopicARNs), "topic"), count(len(r.Stack.BusARNs), "event bus"), mode, time.Since(started).Round(time.Millisecond))
+	fmt.Fprintf(a.stderr, "outflow local: endpoint %s, table %s, %s, %s, ready in %s\n",
+		r.Endpoint, r.Stack.Table, created(len(r.Stack.QueueURLs), len(r.Stack.TopicARNs), len(r.Stack.BusARNs)), mode, time.Since(started).Round(time.Millisecond))
 	if err := a.checkLocal(ctx, r); err != nil {
 		return err
 	}
@@ -95,7 +103,7 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
-		if err := a.emit(rep, func(w io.Writer) { rep.Print(w, r.Endpoint, r.Stack.Table) }); err != nil {
+		if err := a.emit(rep, func(w io.Writer) { rep.Print(w, r.Endpoint, r.Stack.Table, keep) }); err != nil {
 			return err
 		}
 		if !rep.OK() {
@@ -125,6 +133,26 @@ func (a *app) runLocal(ctx context.Context, opts local.Options, demo *local.Demo
 		result = err
 	}
 	return result
+}
+
+// created says what the template created besides the table: "4 queues,
+// 1 topic, 1 event bus", leaving out what it created none of, and "the
+// template created no queues, topics or event buses" when it created none
+// (ExampleTargets=false: the routes are yours to give).
+func created(queues, topics, buses int) string {
+	var parts []string
+	for _, c := range []struct {
+		n     int
+		thing string
+	}{{queues, "queue"}, {topics, "topic"}, {buses, "event bus"}} {
+		if c.n > 0 {
+			parts = append(parts, count(c.n, c.thing))
+		}
+	}
+	if len(parts) == 0 {
+		return "the template created no queues, topics or event buses"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // count is n things, "1 topic" or "2 topics".

@@ -526,9 +526,12 @@ func (d *Demo) firstArrivals(keys []string) []string {
 	return got
 }
 
-// Print writes the summary table and the commands to inspect the dead
-// letters.
-func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
+// Print writes the summary table and how to inspect the dead letters:
+// with keep (the stack runs on after the demo), the commands, for its
+// endpoint and table; without, that the stack stops with the run and how
+// to run it with --keep, since commands for its endpoint would find
+// nothing there.
+func (rep DemoReport) Print(w io.Writer, endpoint, table string, keep bool) {
 	fmt.Fprintf(w, "\n%-14s %7s %10s %8s %14s\n", "QUEUE", "STAGED", "DELIVERED", "RETRIED", "DEAD-LETTERED")
 	for _, name := range slices.Sorted(maps.Keys(rep.Queues)) {
 		q := rep.Queues[name]
@@ -559,12 +562,21 @@ func (rep DemoReport) Print(w io.Writer, endpoint, table string) {
 		}
 		fmt.Fprintf(w, "sweeps by partition: %s\n", strings.Join(counts, ", "))
 	}
-	fmt.Fprintf(w, "\ninspect the dead letters (with --keep, while it runs):\n")
-	// As this process was run: go run ./cmd/outflow from the repository
-	// root under make run, where outflow need not be on the PATH; the
-	// binary itself from a release archive.
-	base := fmt.Sprintf("%s --endpoint %s --table %s", Invocation(), endpoint, table)
-	fmt.Fprintf(w, "  %s dead list\n  %s dead show %s\n  %s dead redrive --all\n", base, base, keyBroken, base)
+	if keep {
+		fmt.Fprintf(w, "\ninspect the dead letters while it runs, from another shell:\n")
+		// As this process was run: go run ./cmd/outflow from the
+		// repository root under make run, where outflow need not be on the
+		// PATH; the binary itself from a release archive.
+		base := fmt.Sprintf("%s --endpoint %s --table %s", Invocation(), endpoint, table)
+		fmt.Fprintf(w, "  %s dead list\n  %s dead show %s\n  %s dead redrive --all\n", base, base, keyBroken, base)
+	} else {
+		again := Invocation() + " local --keep"
+		if again == "go run ./cmd/outflow local --keep" {
+			again = "make run ARGS=--keep"
+		}
+		fmt.Fprintf(w, "\nthe stack stops with this run, its dead letters with it: to inspect them (outflow dead list, show, redrive), run %s,\n"+
+			"which keeps it running after the demo and prints the commands for its endpoint and table\n", again)
+	}
 	if rep.OK() {
 		fmt.Fprintln(w, "\nOK: every row was delivered or dead-lettered as staged")
 		return

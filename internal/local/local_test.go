@@ -185,3 +185,24 @@ func runDemo(t *testing.T, r *local.Runner, demo *local.Demo) local.DemoReport {
 	require.NoError(t, <-done)
 	return rep
 }
+
+// TestStart_NamesTheTableAsTold: Options.Table (outflow local --table)
+// names the outbox table, everything else keeping its run's prefix; a
+// table of that name at the endpoint already is refused, not reused, for
+// its rows and published configuration would be another run's.
+func TestStart_NamesTheTableAsTold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, err := local.Start(ctx, local.Options{Template: template, Table: "my-outbox"})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, "my-outbox", r.Stack.Table)
+	for _, fn := range []string{"SweepFunction", "WakeFunction"} {
+		require.Equal(t, "my-outbox", r.Stack.Env[fn]["OUTFLOW_TABLE"], "%s delivers from the table named", fn)
+	}
+	_, err = dynamodb.NewFromConfig(r.AWS).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("my-outbox")})
+	require.NoError(t, err, "the table is made under its name")
+
+	_, err = local.Start(ctx, local.Options{Template: template, Endpoint: r.Endpoint, Table: "my-outbox"})
+	require.ErrorContains(t, err, "table my-outbox exists at this endpoint already: outflow local makes its own table, so name another with --table, or drop --table for a new name each run")
+}

@@ -9,6 +9,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -54,9 +56,10 @@ type Clients struct {
 }
 
 // Provision creates the template's table, queues, topics and event buses
-// under names that start with prefix, and resolves both functions'
-// environments against them.
-func Provision(ctx context.Context, tpl *stack.Template, c Clients, prefix string) (*Stack, error) {
+// under names that start with prefix (the table under table instead, when
+// it is not empty), and resolves both functions' environments against
+// them. A table that exists already is refused: it is no run's of its own.
+func Provision(ctx context.Context, tpl *stack.Template, c Clients, prefix, table string) (*Stack, error) {
 	st := &Stack{Prefix: prefix, QueueURLs: map[string]string{}, TopicARNs: map[string]string{}, BusARNs: map[string]string{},
 		Env: map[string]map[string]string{}, Values: map[string]string{}}
 	db, q := c.DynamoDB, c.SQS
@@ -69,6 +72,17 @@ func Provision(ctx context.Context, tpl *stack.Template, c Clients, prefix strin
 		return nil, err
 	}
 	st.Table = prefix + "-table"
+	if table != "" {
+		st.Table = table
+		_, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		var missing *dynamotypes.ResourceNotFoundException
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("table %s exists at this endpoint already: outflow local makes its own table, so name another with --table, or drop --table for a new name each run", table)
+		case !errors.As(err, &missing):
+			return nil, fmt.Errorf("table %s: %w", table, err)
+		}
+	}
 	ttl := ""
 	if tb.TimeToLiveSpecification.Enabled {
 		ttl = tb.TimeToLiveSpecification.AttributeName

@@ -23,8 +23,8 @@ func TestDemoReport_PrintsInspectCommandsThatRunFromTheRepositoryRoot(t *testing
 	t.Parallel()
 	const endpoint, table = "http://127.0.0.1:40447", "outflow-bu3h6s-table"
 	var out bytes.Buffer
-	local.DemoReport{}.Print(&out, endpoint, table)
-	_, after, found := strings.Cut(out.String(), "inspect the dead letters (with --keep, while it runs):\n")
+	local.DemoReport{}.Print(&out, endpoint, table, true)
+	_, after, found := strings.Cut(out.String(), "inspect the dead letters while it runs, from another shell:\n")
 	require.True(t, found, out.String())
 	var printed []string
 	for line := range strings.Lines(after) {
@@ -57,4 +57,19 @@ func TestDemoReport_PrintsInspectCommandsThatRunFromTheRepositoryRoot(t *testing
 			require.Equal(t, cli.ExitOK, code, stderr.String())
 		})
 	}
+}
+
+// TestDemoReport_WithoutKeepSaysHowToKeepTheStackInsteadOfCommands: a run
+// without --keep stops its stack as it ends, so commands for its endpoint
+// and table would find nothing: the report says so, and how to run it to
+// inspect the dead letters (under make run, make run ARGS=--keep).
+func TestDemoReport_WithoutKeepSaysHowToKeepTheStackInsteadOfCommands(t *testing.T) {
+	t.Parallel()
+	const endpoint, table = "http://127.0.0.1:40447", "outflow-bu3h6s-table"
+	var out bytes.Buffer
+	local.DemoReport{}.Print(&out, endpoint, table, false)
+	require.NotContains(t, out.String(), endpoint, "no command for an endpoint that is gone")
+	require.NotContains(t, out.String(), " dead list\n")
+	require.Contains(t, out.String(), "the stack stops with this run, its dead letters with it: to inspect them (outflow dead list, show, redrive), "+
+		"run make run ARGS=--keep,\nwhich keeps it running after the demo and prints the commands for its endpoint and table\n")
 }

@@ -49,6 +49,11 @@ type Options struct {
 	Endpoint string
 	// Region for the endpoint; empty means us-east-1.
 	Region string
+	// Table names the outbox table; empty makes a new name each run, as
+	// every other resource's. A table of that name that exists already
+	// is refused, not reused: its rows and published configuration
+	// would belong to another run's queues.
+	Table string
 	// ExtraRoutes is appended to both functions' OUTFLOW_ROUTES.
 	ExtraRoutes string
 	// SweepEvery is the local schedule; zero means every 2 seconds.
@@ -154,7 +159,7 @@ func Start(ctx context.Context, opts Options) (r *Runner, err error) {
 		EventBridge: eventbridge.NewFromConfig(r.AWS),
 	}
 	prefix := "outflow-" + strings.ToLower(rand.Text()[:6])
-	if r.Stack, err = Provision(ctx, r.Template, clients, prefix); err != nil {
+	if r.Stack, err = Provision(ctx, r.Template, clients, prefix, opts.Table); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{"SweepFunction", "WakeFunction"} {
