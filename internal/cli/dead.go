@@ -134,9 +134,12 @@ func printRow(w io.Writer, s *operate.Row) {
 	if s.Malformed != "" {
 		fmt.Fprintf(w, "malformed\t%s\n", s.Malformed)
 	}
-	if s.Payload != nil {
+	switch {
+	case s.PayloadDropped:
+		fmt.Fprintln(w, "payload\tnot kept after delivery (the tombstone keeps a digest of it, to recognise a retry of this key)")
+	case s.Payload != nil:
 		fmt.Fprintf(w, "payload\t%s\n", *s.Payload)
-	} else {
+	default:
 		fmt.Fprintf(w, "payload\t(%d bytes; --payload to show)\n", s.PayloadBytes)
 	}
 	fmt.Fprintf(w, "errors\t%d\n", len(s.Errors))

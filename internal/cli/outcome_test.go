@@ -101,6 +101,16 @@ func TestDeadShowAndList_SayHowEachRowEndedAndLeadWithTheAWSErrorCode(t *testing
 	require.Regexp(t, `(?m)^status\s+done \(closed: purged\)$`, text)
 	require.Equal(t, "delivered", e.show(t, keys[1]).Outcome)
 	require.Regexp(t, `(?m)^outcome\s+delivered: delivered$`, e.ok(t, "dead", "show", keys[1]))
+	// A delivered row's tombstone holds no payload (issue 50, item 6):
+	// said so, not shown as an empty one, even when asked for.
+	require.Regexp(t, `(?m)^payload\s+not kept after delivery`, e.ok(t, "dead", "show", keys[1], "--payload"))
+	var tomb struct {
+		Dropped bool    `json:"payload_dropped"`
+		Payload *string `json:"payload"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.ok(t, "dead", "show", keys[1], "--payload", "--output", "json")), &tomb))
+	require.True(t, tomb.Dropped)
+	require.Nil(t, tomb.Payload, "no empty payload stands for the dropped one")
 
 	// A purge whose closing message is refused for good: the events
 	// queue is gone, and one attempt is the budget.

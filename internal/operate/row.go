@@ -50,7 +50,11 @@ type Row struct {
 	LastError    string            `json:"last_error,omitempty"`
 	Errors       []AttemptError    `json:"errors"`
 	PayloadBytes int               `json:"payload_bytes"`
-	Payload      *string           `json:"payload,omitempty"`
+	// PayloadDropped says the row was delivered and kept as a tombstone,
+	// which holds a digest of its payload and attributes, not them
+	// (issue 50: no personal data held after delivery).
+	PayloadDropped bool    `json:"payload_dropped,omitempty"`
+	Payload        *string `json:"payload,omitempty"`
 	// Encoding is "base64" for a payload that is not UTF-8 text, else
 	// empty: the payload as text.
 	Encoding  string `json:"payload_encoding,omitempty"`
@@ -80,7 +84,8 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 	if derr != nil {
 		s.Malformed = derr.Error()
 	}
-	if payload {
+	s.PayloadDropped = row.ContentDigest != "" && len(row.Payload) == 0
+	if payload && !s.PayloadDropped {
 		text, enc := string(row.Payload), ""
 		if !utf8.Valid(row.Payload) {
 			text, enc = base64.StdEncoding.EncodeToString(row.Payload), "base64"
