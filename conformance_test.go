@@ -39,6 +39,7 @@ import (
 	"github.com/outflowhq/outflow"
 	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // conformanceKinds maps each language-neutral error kind of the vectors to
@@ -108,7 +109,7 @@ func readVectors(t *testing.T, name string) []json.RawMessage {
 // conformance/README.md).
 func TestConformance_VectorsAreAllThere(t *testing.T) {
 	t.Parallel()
-	for name, least := range map[string]int{"rows.json": 29, "invalid.json": 141, "classify.json": 15, "published.json": 24, "live.json": 7} {
+	for name, least := range map[string]int{"rows.json": 29, "invalid.json": 141, "classify.json": 22, "published.json": 24, "live.json": 8, "content.json": 8} {
 		require.GreaterOrEqual(t, len(readVectors(t, name)), least, name)
 	}
 }
@@ -711,6 +712,25 @@ func TestConformance_ClassifyExplainsACancellation(t *testing.T) {
 	}
 }
 
+// TestConformance_ContentDigest: the digest a tombstone keeps of the
+// payload and attributes its settle dropped is the one every producer
+// computes to compare a retry of a delivered key with it.
+func TestConformance_ContentDigest(t *testing.T) {
+	t.Parallel()
+	for _, raw := range readVectors(t, "content.json") {
+		var v struct {
+			Name       string            `json:"name"`
+			Payload    vPayload          `json:"payload"`
+			Attributes map[string]string `json:"attributes"`
+			Digest     string            `json:"digest"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &v))
+		t.Run(v.Name, func(t *testing.T) {
+			require.Equal(t, v.Digest, dynamo.ContentDigest(outbox.Row{Payload: v.Payload.bytes(t), Attributes: v.Attributes}))
+		})
+	}
+}
+
 func TestConformance_PublishedConfiguration(t *testing.T) {
 	t.Parallel()
 	for _, raw := range readVectors(t, "published.json") {
@@ -793,7 +813,8 @@ type liveScenario struct {
 			Index  int     `json:"index"`
 			Reason *string `json:"reason"`
 		} `json:"items"`
-		Retryable *bool `json:"retryable"`
+		Retryable *bool  `json:"retryable"`
+		Content   string `json:"content"`
 	} `json:"steps"`
 	ExpectTable []map[string]any `json:"expect_table"`
 	Absent      []string         `json:"absent"`
@@ -853,6 +874,8 @@ func runLive(t *testing.T, v liveScenario) {
 			checkLiveTxErr(t, i, err, step.Kind, step.Items, step.Retryable)
 		case "arm_conflict":
 			armConflict(t, table, step.Key)
+		case "settle_done":
+			settleDone(t, client, table, v.Config.Shards, step.Key, step.Content)
 		default:
 			t.Fatalf("step %d: unknown op %q", i, step.Op)
 		}
@@ -904,6 +927,32 @@ func checkLiveTxErr(t *testing.T, step int, err error, kind *string, items []str
 	if retryable != nil {
 		require.Equal(t, *retryable, txErr.Retryable(), "step %d", step)
 	}
+}
+
+// settleDone settles key's row to done as the dispatcher's wake does
+// (unclaimed) under the default retention, by the store's own Done, and
+// checks the tombstone it leaves: content, the digest the vector gives, and
+// neither payload nor attributes.
+func settleDone(t *testing.T, client dynamo.API, table string, shards int, key, content string) {
+	t.Helper()
+	ctx := context.Background()
+	if shards == 0 {
+		shards = 4
+	}
+	s, err := dynamo.New(client, dynamo.Config{Table: table, Shards: shards, DoneRetention: dynamo.DefaultDoneRetention})
+	require.NoError(t, err)
+	row, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	require.NotNil(t, row, "%s is staged", key)
+	row.Unclaimed = true
+	require.NoError(t, s.Done(ctx, *row, time.Now()))
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{dynamo.AttrKey: &types.AttributeValueMemberS{Value: key}}})
+	require.NoError(t, err)
+	require.Equal(t, &types.AttributeValueMemberS{Value: string(outbox.StatusDone)}, out.Item[dynamo.AttrStatus])
+	require.Equal(t, &types.AttributeValueMemberS{Value: content}, out.Item[dynamo.AttrContent], "the tombstone's digest")
+	require.NotContains(t, out.Item, dynamo.AttrPayload)
+	require.NotContains(t, out.Item, dynamo.AttrAttributes)
 }
 
 // armConflict makes the patched moto server cancel the next transaction

@@ -15,12 +15,13 @@ from botocore.exceptions import ClientError
 import outflowhq
 import vectors
 from fakes import FakeDynamoDB
-from outflowhq import _target
+from outflowhq import _item, _target
 
 ROWS = vectors.load("rows.json")
 INVALID = vectors.load("invalid.json")
 CLASSIFY = vectors.load("classify.json")
 PUBLISHED = vectors.load("published.json")
+CONTENT = vectors.load("content.json")
 #: The Config a published configuration of two routes gives (table outbox).
 PUBLISHED_CONFIG = outflowhq.decode_published(
     "outbox", next(v["item"] for v in PUBLISHED if v["name"] == "a published configuration fills an empty Config")
@@ -39,8 +40,9 @@ def test_the_vectors_are_all_there() -> None:
     # conformance/README.md): a vector file cut short fails here.
     assert len(ROWS) >= 29
     assert len(INVALID) >= 141
-    assert len(CLASSIFY) >= 15
+    assert len(CLASSIFY) >= 22
     assert len(PUBLISHED) >= 24
+    assert len(CONTENT) >= 8
     assert VALIDATION_KINDS <= {v["kind"] for v in INVALID if v["kind"] is not None}
     assert {k.value for k in outflowhq.Kind} >= VALIDATION_KINDS
 
@@ -154,6 +156,55 @@ def test_classify_explains_a_cancellation(v: dict[str, Any]) -> None:
     for want in v["expect"]["items"]:
         if want["reason"] is not None:
             assert explained.has(want["reason"])
+
+
+@pytest.mark.parametrize("v", CONTENT, ids=_ids(CONTENT))
+def test_the_content_digest_is_gos(v: dict[str, Any]) -> None:
+    assert _item.content_digest(vectors.payload(v["payload"]), v.get("attributes")) == v["digest"]
+
+
+_STAGED = _item.Content("events.fifo", b'{"id":1}', {"type": "created", "v": "1"}, "g", 1796270000000)
+_TOMBSTONE = replace(_STAGED, payload=b"", attributes={}, digest=_item.content_digest(_STAGED.payload, _STAGED.attributes), dropped=True)
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        ({}, True),
+        ({"attributes": {"type": "created", "v": "1", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}, True),
+        ({"payload": b'{"id":2}'}, False),
+        ({"attributes": {"type": "created", "v": "2"}}, False),
+        ({"attributes": {"type": "created"}}, False),
+        ({"attributes": {"type": "created", "v1": ""}}, False),
+        ({"payload": b'{"id":1}typecreatedv1', "attributes": {}}, False),
+        ({"queue": "other.fifo"}, False),
+        ({"group": "h"}, False),
+        ({"not_before_ms": 1796270001000}, False),
+    ],
+    ids=["same", "trace context", "payload", "attribute value", "attribute fewer", "moved across", "in the payload", "queue", "group", "delay"],
+)
+def test_same_content_compares_a_tombstone_by_its_digest(change: dict[str, Any], same: bool) -> None:
+    """Go's TestSameContent_ComparesATombstoneByItsDigest: against the
+    tombstone either way round, and against a done row that kept its
+    payload. (Content's attributes leave the trace context out, as
+    content_of and the producer give them; the digest leaves it out too.)"""
+    retry = replace(_STAGED, **change)
+    kept = _STAGED
+    assert _item.same_content(_TOMBSTONE, retry) is same
+    assert _item.same_content(retry, _TOMBSTONE) is same
+    if "traceparent" not in retry.attributes:
+        assert _item.same_content(kept, retry) is same
+
+
+def test_content_of_reads_a_tombstone_and_falls_back_on_a_kept_payload() -> None:
+    base = {"pk": {"S": "k"}, "queue": {"S": "orders"}, "status": {"S": "done"}, "content": {"S": "sha256:00"}}
+    assert _item.content_of(base) == _item.Content("orders", b"", {}, "", 0, "sha256:00", True)
+    kept = _item.content_of({**base, "payload": {"S": "hello"}})
+    assert kept is not None and not kept.dropped and kept.payload == b"hello"
+    with_attrs = _item.content_of({**base, "attributes": {"M": {}}})
+    assert with_attrs is not None and not with_attrs.dropped
+    plain = _item.content_of({k: v for k, v in base.items() if k != "content"})
+    assert plain is not None and not plain.dropped
 
 
 def test_classify_passes_other_errors_through() -> None:

@@ -5,6 +5,7 @@ begun by the items the Go producer writes, continued from Python."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -25,8 +26,8 @@ LIVE = vectors.load("live.json")
 
 
 def test_the_live_scenarios_are_all_there() -> None:
-    assert len(LIVE) >= 7
-    assert {s["op"] for v in LIVE for s in v["steps"]} >= {"put", "transact", "prepare", "send", "arm_conflict"}
+    assert len(LIVE) >= 8
+    assert {s["op"] for v in LIVE for s in v["steps"]} >= {"put", "transact", "prepare", "send", "arm_conflict", "settle_done"}
 
 
 def _sub(v: Any, table: str) -> Any:
@@ -38,6 +39,31 @@ def _arm_conflict(moto_url: str, table: str, key: str) -> None:
     req = urllib.request.Request(f"{moto_url}/outflow-faults/transaction-conflict?{query}", method="POST")
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 200
+
+
+def _settle_done(client: DynamoDBClient, table: str, key: str, content: str) -> None:
+    """The dispatcher's settle of key to done under a retention, written as
+    Go's store writes it (internal/dynamo Store.Done): the row a tombstone
+    that keeps content, the digest Go wrote for the vector, in place of its
+    payload and attributes."""
+    now = time.time()
+    client.update_item(
+        TableName=table,
+        Key={"pk": {"S": key}},
+        ConditionExpression="attribute_exists(#pk)",
+        UpdateExpression="SET #status = :done, #done_at = :done_at, #expires_at = :expires_at, #content = :content "
+        "REMOVE #shard, #due_at, #claim_token, #lease_until, #payload, #attributes",
+        ExpressionAttributeNames={
+            f"#{n}": n
+            for n in ("pk", "status", "done_at", "expires_at", "content", "shard", "due_at", "claim_token", "lease_until", "payload", "attributes")
+        },
+        ExpressionAttributeValues={
+            ":done": {"S": "done"},
+            ":done_at": {"N": str(int(now * 1000))},
+            ":expires_at": {"N": str(int(now) + 24 * 3600)},
+            ":content": {"S": content},
+        },
+    )
 
 
 def _check_tx(step: dict[str, Any], error: BaseException | None) -> None:
@@ -101,6 +127,8 @@ def test_live_scenarios(v: dict[str, Any], dynamodb: DynamoDBClient, table: str,
             _check_tx(step, error)
         elif op == "arm_conflict":
             _arm_conflict(moto_url, table, step["key"])
+        elif op == "settle_done":
+            _settle_done(dynamodb, table, step["key"], step["content"])
         else:
             raise AssertionError(f"unknown op {op}")
     _check_table(dynamodb, table, v["expect_table"], v.get("absent", []))

@@ -3,7 +3,7 @@
  * item format docs/other-languages.md describes.
  */
 
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 
 /** A DynamoDB item, as the AWS SDK for JavaScript v3 writes it. */
@@ -26,6 +26,8 @@ export const DUE_AT = "due_at";
 export const SHARD = "shard";
 export const STAGE_ID = "stage_id";
 export const ERRORS = "errors";
+/** A tombstone's digest of the payload and attributes its settle dropped (Go: dynamo.AttrContent; contentDigest says how it is made). */
+export const CONTENT = "content";
 
 export const STATUS_PENDING = "pending";
 export const CONFIG_KEY = "config dispatcher";
@@ -182,17 +184,67 @@ export function newUlid(ms: number): string {
   return out;
 }
 
-/** What a producer chose for a row (Go: dynamo.SameContent compares it): queue, payload, attributes without the trace context, group and delay. */
+/**
+ * What a producer chose for a row (Go: dynamo.SameContent compares it): queue, payload, attributes without the trace
+ * context, group and delay. A tombstone (dropped) has no payload or attributes left, only their digest: sameContent
+ * compares it by that.
+ */
 export interface Content {
   queue: string;
   payload: Uint8Array;
   attributes: Record<string, string>;
   group: string;
   notBeforeMs: number;
+  /** The stored digest (the item's content), "" or absent when it has none. */
+  digest?: string;
+  /** A tombstone whose settle dropped the payload and attributes (Go: dynamo's dropped): a digest, and neither a payload nor attributes. */
+  dropped?: boolean;
 }
 
+const TRACE_PARENT = "traceparent";
+
+function lengthPrefix(n: number): Uint8Array {
+  const b = new Uint8Array(8);
+  new DataView(b.buffer).setBigUint64(0, BigInt(n), false);
+  return b;
+}
+
+/**
+ * Go's dynamo.ContentDigest, what a tombstone keeps of the payload and attributes its settle dropped: "sha256:" and
+ * the lower-case hex SHA-256 of the payload, then of each attribute but the trace context, in ascending byte order of
+ * its UTF-8 name (not JavaScript's UTF-16 order), its name and its value (UTF-8), each of these byte strings preceded
+ * by its length as an unsigned 64-bit big-endian integer.
+ */
+export function contentDigest(payload: Uint8Array, attributes: Record<string, string> | undefined): string {
+  const h = createHash("sha256");
+  const field = (b: Uint8Array): void => {
+    h.update(lengthPrefix(b.length));
+    h.update(b);
+  };
+  field(payload);
+  const named = Object.entries(attributes ?? {})
+    .filter(([k]) => k !== TRACE_PARENT)
+    .map(([k, v]) => [Buffer.from(k, "utf8"), Buffer.from(v, "utf8")] as const)
+    .sort((x, y) => Buffer.compare(x[0], y[0]));
+  for (const [name, value] of named) {
+    field(name);
+    field(value);
+  }
+  return "sha256:" + h.digest("hex");
+}
+
+function digestOf(c: Content): string {
+  return c.dropped === true ? (c.digest ?? "") : contentDigest(c.payload, c.attributes);
+}
+
+/**
+ * Go's dynamo.SameContent: queue, group and delay alike, and the payload and attributes (trace context aside) alike,
+ * compared by their digest when either is a tombstone that dropped them, else as they are (a done row written before
+ * tombstones dropped them keeps its payload).
+ */
 export function sameContent(a: Content, b: Content): boolean {
   if (a.queue !== b.queue || a.group !== b.group || a.notBeforeMs !== b.notBeforeMs) return false;
+  if (a.dropped === true || b.dropped === true) return digestOf(a) === digestOf(b);
   if (!Buffer.from(a.payload).equals(Buffer.from(b.payload))) return false;
   const ka = Object.keys(a.attributes);
   if (ka.length !== Object.keys(b.attributes).length) return false;
@@ -212,22 +264,31 @@ export function contentOf(item: Record<string, unknown>): Content | null {
   if (str(item[PK]) === undefined) return null;
   const payload = item[PAYLOAD];
   let raw: Uint8Array = new Uint8Array();
+  let hasPayload = false;
   const text = str(payload);
-  if (text !== undefined) raw = utf8(text);
-  else if (isRecord(payload) && payload["B"] instanceof Uint8Array) raw = payload["B"];
+  if (text !== undefined) {
+    raw = utf8(text);
+    hasPayload = true;
+  } else if (isRecord(payload) && payload["B"] instanceof Uint8Array) {
+    raw = payload["B"];
+    hasPayload = true;
+  }
   const attrs: Record<string, string> = {};
   const m = item[ATTRIBUTES];
+  const hasAttributes = isRecord(m) && isRecord(m["M"]);
   if (isRecord(m) && isRecord(m["M"])) {
     for (const [k, v] of Object.entries(m["M"])) {
       const s = str(v);
       if (s !== undefined) attrs[k] = s;
     }
   }
-  delete attrs["traceparent"];
+  delete attrs[TRACE_PARENT];
   const nb = item[NOT_BEFORE];
   let notBefore = 0;
   if (isRecord(nb) && typeof nb["N"] === "string" && /^[+-]?[0-9]+$/.test(nb["N"].trim())) notBefore = Number(nb["N"]);
-  return { queue: str(item[QUEUE]) ?? "", payload: raw, attributes: attrs, group: str(item[GROUP]) ?? "", notBeforeMs: notBefore };
+  const digest = str(item[CONTENT]) ?? "";
+  const dropped = digest !== "" && !hasPayload && !hasAttributes;
+  return { queue: str(item[QUEUE]) ?? "", payload: raw, attributes: attrs, group: str(item[GROUP]) ?? "", notBeforeMs: notBefore, digest, dropped };
 }
 
 /** The row key of an item that stages a row: one with a string pk and queue, a payload and a status; "" for anything else. */

@@ -18,6 +18,7 @@ import {
   type Kind,
   type TransactWriteItem,
 } from "../src/index.js";
+import * as item from "../src/item.js";
 import { FakeDynamoDB } from "./fakes.js";
 import * as vectors from "./vectors.js";
 import type { Json } from "./vectors.js";
@@ -26,6 +27,7 @@ const ROWS = vectors.load("rows.json");
 const INVALID = vectors.load("invalid.json");
 const CLASSIFY = vectors.load("classify.json");
 const PUBLISHED = vectors.load("published.json");
+const CONTENT = vectors.load("content.json");
 
 /** Every validation kind the Go producer has: invalid.json must give each. */
 const VALIDATION_KINDS: readonly Kind[] = [
@@ -38,8 +40,9 @@ test("the vectors are all there", () => {
   // Counts the Go and Python suites read too (the table in conformance/README.md): a vector file cut short fails here.
   assert.ok(ROWS.length >= 29, `rows.json: ${ROWS.length}`);
   assert.ok(INVALID.length >= 141, `invalid.json: ${INVALID.length}`);
-  assert.ok(CLASSIFY.length >= 15, `classify.json: ${CLASSIFY.length}`);
+  assert.ok(CLASSIFY.length >= 22, `classify.json: ${CLASSIFY.length}`);
   assert.ok(PUBLISHED.length >= 24, `published.json: ${PUBLISHED.length}`);
+  assert.ok(CONTENT.length >= 8, `content.json: ${CONTENT.length}`);
   const given = new Set(INVALID.map((v) => v.kind as string | null));
   for (const k of VALIDATION_KINDS) assert.ok(given.has(k), `invalid.json gives ${k}`);
   for (const k of VALIDATION_KINDS) assert.ok(KINDS.includes(k), `Kind has ${k}`);
@@ -173,6 +176,62 @@ for (const v of CLASSIFY) {
     for (const want of v.expect.items as Json[]) if (want.reason !== null) assert.ok(explained.has(want.reason as Kind));
   });
 }
+
+for (const v of CONTENT) {
+  test(`content digest: ${v.name}`, () => {
+    assert.equal(item.contentDigest(vectors.payload(v.payload), v.attributes as Record<string, string> | undefined), v.digest);
+  });
+}
+
+const STAGED: item.Content = {
+  queue: "events.fifo",
+  payload: new TextEncoder().encode('{"id":1}'),
+  attributes: { type: "created", v: "1" },
+  group: "g",
+  notBeforeMs: 1796270000000,
+};
+const TOMBSTONE: item.Content = {
+  ...STAGED,
+  payload: new Uint8Array(),
+  attributes: {},
+  digest: item.contentDigest(STAGED.payload, STAGED.attributes),
+  dropped: true,
+};
+
+// Go's TestSameContent_ComparesATombstoneByItsDigest: against the tombstone
+// either way round, and against a done row that kept its payload.
+for (const [name, change, same] of [
+  ["the same row", {}, true],
+  ["another trace context", { attributes: { type: "created", v: "1", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" } }, true],
+  ["another payload", { payload: new TextEncoder().encode('{"id":2}') }, false],
+  ["another attribute value", { attributes: { type: "created", v: "2" } }, false],
+  ["an attribute fewer", { attributes: { type: "created" } }, false],
+  ["an attribute's name and value moved across", { attributes: { type: "created", v1: "" } }, false],
+  ["the attributes in the payload", { payload: new TextEncoder().encode('{"id":1}typecreatedv1'), attributes: {} }, false],
+  ["another queue", { queue: "other.fifo" }, false],
+  ["another group", { group: "h" }, false],
+  ["another delay", { notBeforeMs: 1796270001000 }, false],
+] as [string, Partial<item.Content>, boolean][]) {
+  test(`same content against a tombstone: ${name}`, () => {
+    const retry = { ...STAGED, ...change };
+    assert.equal(item.sameContent(TOMBSTONE, retry), same, "against the tombstone");
+    assert.equal(item.sameContent(retry, TOMBSTONE), same, "either way round");
+    if (!("traceparent" in retry.attributes)) assert.equal(item.sameContent(STAGED, retry), same, "against a done row that kept its payload");
+  });
+}
+
+test("contentOf reads a tombstone, and falls back on a kept payload", () => {
+  const base = { pk: { S: "k" }, queue: { S: "orders" }, status: { S: "done" }, content: { S: "sha256:00" } };
+  const tomb = item.contentOf(base);
+  assert.equal(tomb?.dropped, true);
+  assert.equal(tomb?.digest, "sha256:00");
+  const kept = item.contentOf({ ...base, payload: { S: "hello" } });
+  assert.equal(kept?.dropped, false);
+  assert.equal(new TextDecoder().decode(kept?.payload), "hello");
+  assert.equal(item.contentOf({ ...base, attributes: { M: {} } })?.dropped, false);
+  const { content: _content, ...plain } = base;
+  assert.equal(item.contentOf(plain)?.dropped, false);
+});
 
 test("classify passes other errors through", async () => {
   const producer = new Producer(new FakeDynamoDB(), { table: "outbox", ordered: [] });

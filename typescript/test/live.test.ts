@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { DynamoDBClient, GetItemCommand, PutItemCommand, ResourceNotFoundException, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient, GetItemCommand, PutItemCommand, ResourceNotFoundException, TransactWriteItemsCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
 import { ConfigError, OutflowError, Producer, PutError, TransactError, loadPublished, type Kind, type TransactWriteItem } from "../src/index.js";
 import { createOutboxTable, liveSuite, liveTest } from "./tables.js";
 import * as vectors from "./vectors.js";
@@ -23,9 +23,9 @@ function live(name: string, run: (db: DynamoDBClient, table: string, url: string
 }
 
 test("the live scenarios are all there", () => {
-  assert.ok(LIVE.length >= 7, `live.json: ${LIVE.length}`);
+  assert.ok(LIVE.length >= 8, `live.json: ${LIVE.length}`);
   const ops = new Set(LIVE.flatMap((v) => (v.steps as Json[]).map((s) => s.op as string)));
-  for (const op of ["put", "transact", "prepare", "send", "arm_conflict"]) assert.ok(ops.has(op), `live.json has a ${op} step`);
+  for (const op of ["put", "transact", "prepare", "send", "arm_conflict", "settle_done"]) assert.ok(ops.has(op), `live.json has a ${op} step`);
 });
 
 function sub(v: Json, table: string): Json {
@@ -37,6 +37,33 @@ async function armConflict(url: string, table: string, key: string): Promise<voi
   const resp = await fetch(`${url}/outflow-faults/transaction-conflict?${query}`, { method: "POST", signal: AbortSignal.timeout(10_000) });
   await resp.arrayBuffer();
   assert.equal(resp.status, 200);
+}
+
+/**
+ * The dispatcher's settle of key to done under a retention, written as Go's store writes it (internal/dynamo
+ * Store.Done): the row a tombstone that keeps content, the digest Go wrote for the vector, in place of its payload and
+ * attributes.
+ */
+async function settleDone(db: DynamoDBClient, table: string, key: string, content: string): Promise<void> {
+  const now = Date.now();
+  const names = ["pk", "status", "done_at", "expires_at", "content", "shard", "due_at", "claim_token", "lease_until", "payload", "attributes"];
+  await db.send(
+    new UpdateItemCommand({
+      TableName: table,
+      Key: { pk: { S: key } },
+      ConditionExpression: "attribute_exists(#pk)",
+      UpdateExpression:
+        "SET #status = :done, #done_at = :done_at, #expires_at = :expires_at, #content = :content " +
+        "REMOVE #shard, #due_at, #claim_token, #lease_until, #payload, #attributes",
+      ExpressionAttributeNames: Object.fromEntries(names.map((n) => [`#${n}`, n])),
+      ExpressionAttributeValues: {
+        ":done": { S: "done" },
+        ":done_at": { N: String(now) },
+        ":expires_at": { N: String(Math.floor(now / 1000) + 24 * 3600) },
+        ":content": { S: content },
+      },
+    }),
+  );
 }
 
 function checkTx(step: Json, error: unknown): void {
@@ -121,6 +148,9 @@ for (const v of LIVE) {
         }
         case "arm_conflict":
           await armConflict(url, table, step.key as string);
+          break;
+        case "settle_done":
+          await settleDone(db, table, step.key as string, step.content as string);
           break;
         default:
           assert.fail(`unknown op ${String(step.op)}`);

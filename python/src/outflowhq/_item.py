@@ -3,6 +3,7 @@ the item format docs/other-languages.md describes."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Mapping
@@ -27,6 +28,9 @@ DUE_AT = "due_at"
 SHARD = "shard"
 STAGE_ID = "stage_id"
 ERRORS = "errors"
+#: A tombstone's digest of the payload and attributes its settle dropped
+#: (Go: dynamo.AttrContent; content_digest says how it is made).
+CONTENT = "content"
 
 STATUS_PENDING = "pending"
 CONFIG_KEY = "config dispatcher"
@@ -189,13 +193,65 @@ def new_ulid(t: datetime) -> str:
 @dataclass(frozen=True)
 class Content:
     """What a producer chose for a row (Go: dynamo.SameContent compares it):
-    queue, payload, attributes without the trace context, group and delay."""
+    queue, payload, attributes without the trace context, group and delay.
+    A tombstone (dropped) has no payload or attributes left, only their
+    digest: same_content compares it by that."""
 
     queue: str
     payload: bytes
     attributes: Mapping[str, str]
     group: str
     not_before_ms: int
+    #: The stored digest (the item's content), "" when it has none.
+    digest: str = ""
+    #: A tombstone whose settle dropped the payload and attributes (Go:
+    #: dynamo's dropped): a digest, and neither a payload nor attributes.
+    dropped: bool = False
+
+
+_TRACE_PARENT = "traceparent"
+_DIGEST_PREFIX = "sha256:"
+
+
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
+
+
+def content_digest(payload: bytes, attributes: Mapping[str, str] | None) -> str:
+    """Go's dynamo.ContentDigest, what a tombstone keeps of the payload and
+    attributes its settle dropped: "sha256:" and the lower-case hex SHA-256
+    of the payload, then of each attribute but the trace context, in
+    ascending byte order of its UTF-8 name, its name and its value (UTF-8),
+    each of these byte strings preceded by its length as an unsigned
+    64-bit big-endian integer."""
+    h = hashlib.sha256()
+
+    def field(b: bytes) -> None:
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+
+    field(bytes(payload))
+    named = sorted((_utf8(k), _utf8(v)) for k, v in (attributes or {}).items() if k != _TRACE_PARENT)
+    for name, value in named:
+        field(name)
+        field(value)
+    return _DIGEST_PREFIX + h.hexdigest()
+
+
+def _digest_of(c: Content) -> str:
+    return c.digest if c.dropped else content_digest(c.payload, c.attributes)
+
+
+def same_content(a: Content, b: Content) -> bool:
+    """Go's dynamo.SameContent: queue, group and delay alike, and the
+    payload and attributes (trace context aside) alike, compared by their
+    digest when either is a tombstone that dropped them, else as they are
+    (a done row written before tombstones dropped them keeps its payload)."""
+    if a.queue != b.queue or a.group != b.group or a.not_before_ms != b.not_before_ms:
+        return False
+    if a.dropped or b.dropped:
+        return _digest_of(a) == _digest_of(b)
+    return a.payload == b.payload and dict(a.attributes) == dict(b.attributes)
 
 
 def content_of(item: Mapping[str, Any]) -> Content | None:
@@ -210,15 +266,17 @@ def content_of(item: Mapping[str, Any]) -> Content | None:
 
     payload = item.get(PAYLOAD)
     raw = b""
+    has_payload = False
     if isinstance(payload, Mapping) and "S" in payload:
-        raw = str(payload["S"]).encode("utf-8")
+        raw, has_payload = str(payload["S"]).encode("utf-8"), True
     elif isinstance(payload, Mapping) and "B" in payload:
-        raw = bytes(payload["B"])
+        raw, has_payload = bytes(payload["B"]), True
     attrs: dict[str, str] = {}
     m = item.get(ATTRIBUTES)
+    has_attributes = isinstance(m, Mapping) and isinstance(m.get("M"), Mapping)
     if isinstance(m, Mapping) and isinstance(m.get("M"), Mapping):
         attrs = {k: str(v["S"]) for k, v in m["M"].items() if isinstance(v, Mapping) and "S" in v}
-    attrs.pop("traceparent", None)
+    attrs.pop(_TRACE_PARENT, None)
     nb = item.get(NOT_BEFORE)
     not_before = 0
     if isinstance(nb, Mapping) and "N" in nb:
@@ -226,7 +284,9 @@ def content_of(item: Mapping[str, Any]) -> Content | None:
             not_before = int(nb["N"])
         except ValueError:
             not_before = 0
-    return Content(s(QUEUE), raw, attrs, s(GROUP), not_before)
+    digest = s(CONTENT)
+    dropped = digest != "" and not has_payload and not has_attributes
+    return Content(s(QUEUE), raw, attrs, s(GROUP), not_before, digest, dropped)
 
 
 def staged_row_key(item: Mapping[str, Any]) -> str:

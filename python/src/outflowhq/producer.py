@@ -497,7 +497,7 @@ class Producer:
                 ie.reason = Kind.KEY_GONE
                 return
         theirs = _item.content_of(current)
-        ie.reason = Kind.ALREADY_STAGED if theirs == mine else Kind.KEY_CONFLICT
+        ie.reason = Kind.ALREADY_STAGED if theirs is not None and _item.same_content(theirs, mine) else Kind.KEY_CONFLICT
 
     def put(self, *rows: Row) -> list[str]:
         """Stages rows on their own (not in a transaction) and returns their
@@ -545,7 +545,7 @@ class Producer:
             if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
             current: Any = e.response.get("Item")
-            if current and _item.content_of(current) == row.content():
+            if current and _same(_item.content_of(current), row.content()):
                 return None
             return StagingError(Kind.KEY_CONFLICT, f"key already staged with different content: {row.key}", row.key)
         return None
@@ -569,7 +569,7 @@ class Producer:
                     if not current:
                         out = self._client.get_item(TableName=self._table, Key={_item.PK: {"S": row.key}}, ConsistentRead=True)
                         current = out.get("Item")
-                    if current and _item.content_of(current) == row.content():
+                    if current and _same(_item.content_of(current), row.content()):
                         return None
                     return StagingError(Kind.KEY_CONFLICT, f"key already staged with different content: {row.key}", row.key)
             # The group moved (another producer staged first) or another
@@ -581,6 +581,12 @@ class Producer:
             f"stage {row.key} in group {row.group!r} of {row.queue}: other producers kept staging into the ordered group first",
             row.key,
         )
+
+
+def _same(theirs: _item.Content | None, mine: _item.Content) -> bool:
+    """Whether the row staged under a key (theirs) is the one being staged
+    again: a retry, not a key conflict."""
+    return theirs is not None and _item.same_content(theirs, mine)
 
 
 def _given(routes: Mapping[str, str] | str | None) -> bool:
