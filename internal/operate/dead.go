@@ -42,7 +42,7 @@ func marked(ctx context.Context, op *dynamo.Operator, refs []dynamo.DeadRef, ord
 		// Every entry of the dead index is failed. The index does not
 		// project redriven_at, so the detail does not say whether the
 		// row was redriven before (dead show does).
-		o := OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false)
+		o := OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false, false)
 		d.LastError = CodeFirst(d.LastError)
 		dead[i] = DeadLetter{DeadRef: d, BlocksGroup: blocks(d), Outcome: o.Name, OutcomeDetail: o.Detail}
 	}

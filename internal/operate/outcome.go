@@ -68,9 +68,16 @@ const (
 // own message.
 const notSent = "its own message was not delivered"
 
+// maybeSent is what they say instead when a send of the row ended with
+// its outcome unknown (unsure_at set: a timeout after SQS may have stored
+// it, a lapsed claim): it may have been delivered, and applied (review
+// R50-3).
+const maybeSent = "its own message may have been delivered: a send of it ended with its outcome unknown"
+
 // OutcomeOf names the outcome of a row from its stored fields: status,
-// closed (outbox.Row.Closed), attempts and whether it was ever redriven
-// (redriven_at set). It reads them as the dispatcher and the operator
+// closed (outbox.Row.Closed), attempts, whether it was ever redriven
+// (redriven_at set) and whether a send of it ended unsure (unsure_at
+// set), which turns "not delivered" into "may have been delivered". It reads them as the dispatcher and the operator
 // commands write them:
 //
 //   - pending, closed unset: staged (attempt 0) or waiting for a retry
@@ -110,7 +117,11 @@ const notSent = "its own message was not delivered"
 // writes: OutcomeUnknown, naming both. A consumer-side outcome such as a
 // place its Inbox closed as restaged (consume.ClosedRestaged) is no row's
 // state: the dispatcher delivered that row (OutcomeDelivered).
-func OutcomeOf(status outbox.Status, closed string, attempts int, redriven bool) Outcome {
+func OutcomeOf(status outbox.Status, closed string, attempts int, redriven, unsure bool) Outcome {
+	own := notSent
+	if unsure {
+		own = maybeSent
+	}
 	after := ""
 	if redriven {
 		after = " after a redrive"
@@ -132,31 +143,31 @@ func OutcomeOf(status outbox.Status, closed string, attempts int, redriven bool)
 			}
 			return Outcome{OutcomePending, "staged, not yet sent"}
 		case outbox.ClosedDeadLetter:
-			return Outcome{OutcomeClosing, "dead-lettered" + after + " on a skip route: " + notSent + "; the message closing its place " + waitsOrGoes(claimed) + ", then it is a dead letter"}
+			return Outcome{OutcomeClosing, "dead-lettered" + after + " on a skip route: " + own + "; the message closing its place " + waitsOrGoes(claimed) + ", then it is a dead letter"}
 		case outbox.ClosedPurged:
-			return Outcome{OutcomePurging, "purged by an operator" + after + ": " + notSent + "; the message closing its place " + waitsOrGoes(claimed) + " in its stead"}
+			return Outcome{OutcomePurging, "purged by an operator" + after + ": " + own + "; the message closing its place " + waitsOrGoes(claimed) + " in its stead"}
 		}
 	case outbox.StatusDone:
 		switch closed {
 		case "":
 			return Outcome{OutcomeDelivered, "delivered" + after}
 		case outbox.ClosedPurged:
-			return Outcome{OutcomePurged, "purged by an operator: " + notSent + "; the message closing its place was sent in its stead (status done and attempts are the closing message's)"}
+			return Outcome{OutcomePurged, "purged by an operator: " + own + "; the message closing its place was sent in its stead (status done and attempts are the closing message's)"}
 		}
 	case outbox.StatusFailed:
 		switch closed {
 		case "":
-			return Outcome{OutcomeDeadLetter, "dead-lettered" + after + ": " + notSent}
+			return Outcome{OutcomeDeadLetter, "dead-lettered" + after + ": " + own}
 		case outbox.ClosedDeadLetter:
-			return Outcome{OutcomeDeadLetterClosed, "dead-lettered" + after + " on a skip route: " + notSent + "; the message closing its place was sent, and its group went past it (attempts are the closing message's)"}
+			return Outcome{OutcomeDeadLetterClosed, "dead-lettered" + after + " on a skip route: " + own + "; the message closing its place was sent, and its group went past it (attempts are the closing message's)"}
 		case outbox.ClosedUnsent:
-			return Outcome{OutcomeDeadLetterUnsent, "dead-lettered" + after + ": " + notSent + "; the message closing its place was not sent either (a redrive sends the row in its place, a purge tries the closing message again)"}
+			return Outcome{OutcomeDeadLetterUnsent, "dead-lettered" + after + ": " + own + "; the message closing its place was not sent either (a redrive sends the row in its place, a purge tries the closing message again)"}
 		case outbox.ClosedUnsure:
-			return Outcome{OutcomeDeadLetterUnsure, "dead-lettered" + after + ": " + notSent + "; the message closing its place failed but may have reached the consumer (a purge sends it again; a redrive needs --late)"}
+			return Outcome{OutcomeDeadLetterUnsure, "dead-lettered" + after + ": " + own + "; the message closing its place failed but may have reached the consumer (a purge sends it again; a redrive needs --late)"}
 		case outbox.ClosedPurgeUnsent:
-			return Outcome{OutcomePurgedUnsent, "purged by an operator: " + notSent + "; the message closing its place was not sent (a second purge deletes the row and gives the place up)"}
+			return Outcome{OutcomePurgedUnsent, "purged by an operator: " + own + "; the message closing its place was not sent (a second purge deletes the row and gives the place up)"}
 		case outbox.ClosedPurgeUnsure, outbox.ClosedPurged:
-			return Outcome{OutcomePurgedUnsure, "purged by an operator: " + notSent + "; the message closing its place failed but may have reached the consumer (a second purge deletes the row)"}
+			return Outcome{OutcomePurgedUnsure, "purged by an operator: " + own + "; the message closing its place failed but may have reached the consumer (a second purge deletes the row)"}
 		}
 	}
 	return Outcome{OutcomeUnknown, fmt.Sprintf("status %q with closed %q: not a state the dispatcher writes; read the raw item", status, closed)}

@@ -58,7 +58,7 @@ func TestOutcomeOf_NamesEveryStateTheDispatcherWritesAndOnlyADeliveredRowAsDeliv
 		written[string(tt.status)+"/"+tt.closed] = true
 		t.Run(fmt.Sprintf("%s closed %q attempts %d redriven %t", tt.status, tt.closed, tt.attempts, tt.redriven), func(t *testing.T) {
 			t.Parallel()
-			got := operate.OutcomeOf(tt.status, tt.closed, tt.attempts, tt.redriven)
+			got := operate.OutcomeOf(tt.status, tt.closed, tt.attempts, tt.redriven, false)
 			require.Equal(t, tt.want, got.Name)
 			require.Contains(t, got.Detail, tt.says)
 			require.Equal(t, tt.want == operate.OutcomeDelivered, got.Delivered(), "only a delivered row went out")
@@ -75,10 +75,38 @@ func TestOutcomeOf_NamesEveryStateTheDispatcherWritesAndOnlyADeliveredRowAsDeliv
 			if written[string(status)+"/"+closed] {
 				continue
 			}
-			got := operate.OutcomeOf(status, closed, 1, false)
+			got := operate.OutcomeOf(status, closed, 1, false, false)
 			require.Equal(t, operate.OutcomeUnknown, got.Name, "status %q closed %q", status, closed)
 			require.Contains(t, got.Detail, fmt.Sprintf("status %q with closed %q", status, closed))
 			require.False(t, got.Delivered())
 		}
+	}
+}
+
+// A row a send of which ended with its outcome unknown (unsure_at set)
+// is never said to be undelivered: its message may have landed, and been
+// applied (review R50-3).
+func TestOutcomeOf_ARowWhoseSendEndedUnsureMayHaveBeenDelivered(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status outbox.Status
+		closed string
+		want   string
+	}{
+		{outbox.StatusFailed, "", operate.OutcomeDeadLetter},
+		{outbox.StatusFailed, outbox.ClosedDeadLetter, operate.OutcomeDeadLetterClosed},
+		{outbox.StatusFailed, outbox.ClosedUnsent, operate.OutcomeDeadLetterUnsent},
+		{outbox.StatusDone, outbox.ClosedPurged, operate.OutcomePurged},
+		{outbox.StatusPending, outbox.ClosedPurged, operate.OutcomePurging},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.status)+" "+tt.closed, func(t *testing.T) {
+			t.Parallel()
+			got := operate.OutcomeOf(tt.status, tt.closed, 1, false, true)
+			require.Equal(t, tt.want, got.Name)
+			require.Contains(t, got.Detail, "its own message may have been delivered")
+			require.NotContains(t, got.Detail, "was not delivered")
+			require.False(t, got.Delivered(), "not a yes either")
+		})
 	}
 }

@@ -75,7 +75,7 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
 		RedrivenAt: row.RedrivenAt, LastError: CodeFirst(row.LastError), Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 	}
-	o := OutcomeOf(row.Status, row.Closed, row.Attempt, !row.RedrivenAt.IsZero())
+	o := OutcomeOf(row.Status, row.Closed, row.Attempt, !row.RedrivenAt.IsZero(), !row.UnsureAt.IsZero())
 	s.Outcome, s.OutcomeDetail, s.Closed = o.Name, o.Detail, row.Closed
 	for i, e := range row.Errors {
 		s.Errors[i] = AttemptError{At: e.At, Attempt: e.Attempt, Message: CodeFirst(e.Message), Unsure: e.Unsure,
