@@ -26,6 +26,7 @@ import (
 	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/outbox"
 	"github.com/outflowhq/outflow/internal/sdkhttp"
+	"github.com/outflowhq/outflow/internal/target"
 )
 
 // ledger records what really happened, below the faults: every claim,
@@ -387,7 +388,7 @@ func (a recSQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 	for i, e := range in.Entries {
 		keys[i] = aws.ToString(e.MessageAttributes[delivery.AttrKey].StringValue)
 		byID[aws.ToString(e.Id)] = keys[i]
-		a.l.oneCall(keys[i], aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue))
+		a.l.oneCall(keys[i], callAttempt(aws.ToString(e.MessageAttributes[delivery.AttrAttempt].StringValue), e.MessageAttributes[target.AttrClosed].StringValue))
 	}
 	watch := a.l.watchAttempts(keys, a.plan)
 	out, err := a.next.SendMessageBatch(ctx, in, append(opts, func(o *sqs.Options) { o.APIOptions = append(slices.Clip(o.APIOptions), watch) })...)
@@ -456,6 +457,23 @@ func (a recEvents) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput
 	}
 	a.l.record(a.l.sends, accepted)
 	return out, nil
+}
+
+// callAttempt is the attempt a message's batch call is counted under: a
+// closing message's own, apart from its row's, as the fault plan draws
+// them (faults.SNSSite; the SQS sites alike). The message closing a place
+// (outflow.closed) goes under its row's key, and Store.Close gives the row
+// a fresh budget (attempt 0), so it counts its attempts from 1 again: a
+// row of a skip route sent at attempt 1, then refused for good at a later
+// attempt, has its place closed by a message sent at attempt 1 too. Those
+// are two claims and two messages (the closing one has its own
+// deduplication id), not one attempt sent in two calls (seed 755815584,
+// soak-000002, flagged so before).
+func callAttempt(attempt string, closed *string) string {
+	if closed == nil {
+		return attempt
+	}
+	return attempt + " closed"
 }
 
 // oneCall counts a batch call that carries key at attempt: one claim, one
@@ -582,6 +600,47 @@ func TestLedger_CountsASendWhoseAnswerWasLostAsPossiblyAccepted(t *testing.T) {
 	require.Empty(t, led.sends["k"], "no answer, so no send is known to be accepted")
 	require.Len(t, led.maybe["k"], 1, "the send must count as possibly accepted, or its arrival looks like a double count")
 	require.Equal(t, 1, plan.DuplicateWindows()["k"], "a lost answer opens a duplicate window: the row will be sent again")
+}
+
+// acceptAll is an SQS API that accepts every entry.
+type acceptAll struct{}
+
+func (acceptAll) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m" + aws.ToString(e.Id))})
+	}
+	return out, nil
+}
+
+// A row of a skip route reaches SQS at attempt 1 (its settle lost, say),
+// is refused for good at attempt 2, before the wire, and its place is
+// closed: Store.Close sets its attempt to 0, so the message closing its
+// place goes at attempt 1 under the row's key. One call per claim still
+// holds; the row's attempt 1 and the closing message's are two claims.
+func TestLedger_CountsAClosingMessagesCallsApartFromItsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	led := newLedger()
+	router, err := delivery.New(delivery.Clients{SQS: recSQS{next: acceptAll{}, l: led, plan: faults.NewPlan(1, nil)}},
+		delivery.Routes{"ordered.fifo": "https://sqs.us-east-1.amazonaws.com/123456789012/ordered.fifo"}, 0)
+	require.NoError(t, err)
+	send := func(row outbox.Row) {
+		t.Helper()
+		require.Equal(t, []error{nil}, router.Deliver(ctx, row.Queue, []outbox.Row{row}))
+	}
+	row := outbox.Row{Key: "k", Queue: "ordered.fifo", Group: "g", Seq: 1, Payload: []byte(`{"n":1}`), Attempt: 1}
+	send(row)
+	closing := row
+	closing.Closed = outbox.ClosedDeadLetter
+	send(closing)
+	require.Empty(t, led.bad, "the closing message's attempt 1 is not the row's")
+
+	send(closing)
+	require.Equal(t, []string{"k attempt 1 closed: sent in more than one batch call"}, led.bad,
+		"one closing attempt in two calls is still flagged")
+	send(row)
+	require.Equal(t, "k attempt 1: sent in more than one batch call", led.bad[len(led.bad)-1], "and so is one row attempt")
 }
 
 func TestLedger_RefusesASendThatNoLiveClaimAllowed(t *testing.T) {
