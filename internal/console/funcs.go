@@ -29,7 +29,9 @@ var funcs = template.FuncMap{
 	// whole text in a details element (the console runs no script).
 	"clipped": func(s string, n int) bool { return short(s, n) != s },
 	// deadOutcome is a dead letter's outcome, from its closed.
-	"deadOutcome": func(closed string) operate.Outcome { return operate.OutcomeOf(outbox.StatusFailed, closed, 0, false, false) },
+	"deadOutcome": func(closed string) operate.Outcome {
+		return operate.OutcomeOf(outbox.StatusFailed, closed, 0, false, false)
+	},
 }
 
 func when(t time.Time) string {
