@@ -460,6 +460,14 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 				require.Positive(t, windows[key], "invariant 1: %s arrived, then was dead-lettered with no fault to explain it", key)
 			}
 			reason := row.LastError
+			if closing, ok := strings.CutPrefix(reason, closingFailed); ok {
+				// Its closing message failed for good, and its history
+				// says so last (an injected refusal, or a budget spent on
+				// faults); the row's own reason is the one before.
+				require.Contains(t, append([]string{string(faults.SendSender)}, budgetReasons...), classify(closing), "%s: its closing message failed for a reason no injected fault explains: %q", key, closing)
+				require.GreaterOrEqual(t, len(row.Errors), 2, "%s: its history keeps its own reason before its closing message's: %+v", key, row.Errors)
+				reason = row.Errors[len(row.Errors)-2].Message
+			}
 			switch {
 			case s.bad != "" && s.spent:
 				// A row with no route spends its budget; its last attempt
@@ -588,6 +596,10 @@ func soak(t *testing.T, rows int, seed uint64, scheduled bool) {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
 	}
 }
+
+// closingFailed begins the last error of a dead letter whose closing
+// message failed for good.
+const closingFailed = "its place's closing message: "
 
 // budgetReasons are the last failures with which a row may spend its
 // budget: each is injected (a lapsed lease follows a crash, a stall or a
