@@ -7,16 +7,17 @@ package consume_test
 // vector one language fails is a bug in that language.
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -354,11 +355,15 @@ type handlerBatch struct {
 	ClosedHook bool                `json:"closed_hook"`
 	Failures   []string            `json:"failures"`
 	Calls      []string            `json:"calls"`
+	Outcomes   map[string]int      `json:"outcomes"`
 }
 
 func TestConformance_Handler(t *testing.T) {
 	batches := readVectors[handlerBatch](t, "handler.json", "batches")
-	require.GreaterOrEqual(t, len(batches), 11)
+	require.GreaterOrEqual(t, len(batches), 13)
+	require.True(t, slices.ContainsFunc(batches, func(b handlerBatch) bool {
+		return !slices.ContainsFunc(consume.Outcomes, func(o consume.Outcome) bool { return b.Outcomes[string(o)] == 0 })
+	}), "no batch holds every outcome")
 	for _, b := range batches {
 		t.Run(b.Name, func(t *testing.T) {
 			var calls []string
@@ -375,7 +380,9 @@ func TestConformance_Handler(t *testing.T) {
 				}
 				return nil
 			}
-			h := consume.Handler{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard, Apply: func(_ context.Context, m consume.Message) error {
+			var counts consume.Counts
+			var metrics bytes.Buffer
+			h := consume.Handler{Logger: slog.New(slog.DiscardHandler), Metrics: &metrics, OnResult: counts.Add, Apply: func(_ context.Context, m consume.Message) error {
 				calls = append(calls, m.Key)
 				return result(m.Key)
 			}}
@@ -399,6 +406,39 @@ func TestConformance_Handler(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, got)
+
+			counted := map[string]int{}
+			for _, o := range consume.Outcomes {
+				if n := counts.Of(o); n > 0 {
+					counted[string(o)] = n
+				}
+			}
+			require.NotEmpty(t, b.Outcomes, "the batch counts no outcomes")
+			require.Equal(t, b.Outcomes, counted, "the outcomes OnResult heard")
+			arn := b.Records[0].EventSourceARN
+			line := batchLine(t, metrics.String(), arn[strings.LastIndex(arn, ":")+1:])
+			for _, o := range consume.Outcomes {
+				require.EqualValues(t, b.Outcomes[string(o)], line[consume.MetricName(o)], "the EMF line's %s", consume.MetricName(o))
+			}
 		})
 	}
+}
+
+// batchLine is the EMF line of a Handler's batch among the lines
+// written (a closing message with no hook adds its own): the one that
+// counts Applied.
+func batchLine(t *testing.T, written, queue string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	for line := range strings.Lines(written) {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &doc), line)
+		if _, ok := doc["Applied"]; ok {
+			require.Nil(t, found, "two batch lines for one batch")
+			found = doc
+		}
+	}
+	require.NotNil(t, found, "no batch line in %q", written)
+	require.Equal(t, queue, found["Queue"], "its Queue dimension")
+	return found
 }

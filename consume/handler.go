@@ -39,11 +39,19 @@ type Handler struct {
 	// for a FIFO message left behind its group's failure), for logging:
 	// the response carries only ids.
 	OnFailure func(ctx context.Context, messageID string, err error)
+	// OnResult, if set, hears what became of each message of a batch
+	// (applied, closed, duplicate, late, gap, failed, skipped), one call
+	// at a time, so a consumer counts or logs what it skipped; a Counts's
+	// Add is one.
+	OnResult func(ctx context.Context, r Result)
 	// Logger logs a closing message that met no Closed hook; nil is
 	// slog.Default().
 	Logger *slog.Logger
-	// Metrics receives the EMF line counting it (MetricNoClosedHook); nil
-	// is os.Stdout, which Lambda reads metrics from.
+	// Metrics receives an EMF line per batch counting its outcomes
+	// (namespace MetricNamespace, dimension Queue, one metric per
+	// Outcome: Applied, Closed, ...), and one counting each closing
+	// message that met no Closed hook (MetricNoClosedHook); nil is
+	// os.Stdout, which Lambda reads metrics from.
 	Metrics io.Writer
 }
 
@@ -64,7 +72,15 @@ func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEvent
 		return resp, errors.New("consume: Handler.Apply is required")
 	}
 	failedGroups := map[string]bool{}
-	fail := func(rec events.SQSMessage, err error) {
+	var counts Counts
+	report := func(rec events.SQSMessage, m Message, o Outcome, err error) {
+		counts.Add(ctx, Result{Outcome: o})
+		if h.OnResult != nil {
+			h.OnResult(ctx, Result{MessageID: rec.MessageId, Message: m, Outcome: o, Err: err})
+		}
+		if o.Done() {
+			return
+		}
 		id := rec.MessageId
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		loud(ctx, h.Logger, h.Metrics, queueName(rec.EventSourceARN), id, err)
@@ -80,31 +96,26 @@ func (h Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEvent
 		if strings.HasSuffix(rec.EventSourceARN, ".fifo") {
 			group = rec.Attributes[groupAttribute]
 		}
+		m, decodeErr := FromLambda(rec)
 		if failedGroups[group] && group != "" {
-			fail(rec, ErrSkipped)
+			report(rec, m, OutcomeSkipped, ErrSkipped)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			fail(rec, errors.Join(ErrSkipped, err))
+			report(rec, m, OutcomeSkipped, errors.Join(ErrSkipped, err))
 			continue
 		}
-		err := h.apply(ctx, rec)
-		if err == nil {
-			continue
+		o, err := OutcomeFailed, error(decodeErr)
+		if decodeErr == nil {
+			o, err = applyMessage(ctx, m, h.Apply, h.Closed)
 		}
-		fail(rec, err)
-		if group != "" {
+		report(rec, m, o, err)
+		if !o.Done() && group != "" {
 			failedGroups[group] = true
 		}
 	}
-	return resp, nil
-}
-
-// apply decodes a record and applies it: nil when it is done.
-func (h Handler) apply(ctx context.Context, rec events.SQSMessage) error {
-	m, err := FromLambda(rec)
-	if err != nil {
-		return err
+	if len(e.Records) > 0 {
+		countOutcomes(h.Metrics, queueName(e.Records[0].EventSourceARN), counts)
 	}
-	return applyMessage(ctx, m, h.Apply, h.Closed)
+	return resp, nil
 }

@@ -63,3 +63,38 @@ func queueName(arnOrURL string) string {
 	}
 	return arnOrURL
 }
+
+// countOutcomes writes one EMF line counting a batch's outcomes, one
+// metric per Outcome (Applied, Closed, ...), every one present, so a
+// dashboard reads zeros as zeros rather than as missing data.
+func countOutcomes(metrics io.Writer, queue string, c Counts) {
+	if metrics == nil {
+		metrics = os.Stdout
+	}
+	names := make([]any, 0, len(Outcomes))
+	doc := map[string]any{"Queue": queue}
+	for _, o := range Outcomes {
+		name := MetricName(o)
+		names = append(names, map[string]string{"Name": name, "Unit": "Count"})
+		doc[name] = c.Of(o)
+	}
+	doc["_aws"] = map[string]any{
+		"Timestamp": time.Now().UnixMilli(),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace":  MetricNamespace,
+			"Dimensions": [][]string{{"Queue"}},
+			"Metrics":    names,
+		}},
+	}
+	line, _ := json.Marshal(doc) // maps of strings, numbers and slices: always encodes
+	_, _ = metrics.Write(append(line, '\n'))
+}
+
+// MetricName is the metric a Handler's EMF line counts an outcome by:
+// its name with a capital (OutcomeApplied is Applied).
+func MetricName(o Outcome) string {
+	if o == "" {
+		return ""
+	}
+	return strings.ToUpper(string(o[:1])) + string(o[1:])
+}

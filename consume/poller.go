@@ -60,11 +60,19 @@ type Poller struct {
 	// OnFailure, if set, is told of each message not applied, and of
 	// failed SQS calls (messageID empty).
 	OnFailure func(ctx context.Context, messageID string, err error)
+	// OnResult, if set, hears what became of each message received
+	// (applied, closed, duplicate, late, gap, failed, skipped), one call
+	// at a time though groups are applied concurrently; a Counts's Add is
+	// one.
+	OnResult func(ctx context.Context, r Result)
 	// Logger and Metrics are as Handler's: where a closing message that
 	// met no Closed hook is logged (nil: slog.Default()) and counted (nil:
-	// os.Stdout).
+	// os.Stdout). A Poller writes no per-batch line: a container's
+	// consumer counts with OnResult.
 	Logger  *slog.Logger
 	Metrics io.Writer
+
+	results sync.Mutex // serializes OnResult
 }
 
 // Run polls until ctx ends, then finishes the messages it has started,
@@ -175,14 +183,15 @@ func (p *Poller) batch(ctx context.Context, msgs []types.Message) {
 			defer func() { <-slots }()
 			for i, m := range group {
 				if ctx.Err() != nil {
+					p.skip(work, group[i:], errors.Join(ErrSkipped, ctx.Err()))
 					mu.Lock()
 					unstarted = append(unstarted, group[i:]...)
 					mu.Unlock()
 					return
 				}
-				if err := p.apply(work, m); err != nil {
-					p.failed(work, aws.ToString(m.MessageId), err)
+				if !p.apply(work, m) {
 					// The group's later messages wait for this one.
+					p.skip(work, group[i+1:], ErrSkipped)
 					mu.Lock()
 					unstarted = append(unstarted, group[i+1:]...)
 					mu.Unlock()
@@ -200,13 +209,37 @@ func (p *Poller) batch(ctx context.Context, msgs []types.Message) {
 	p.release(work, unstarted)
 }
 
-// apply decodes and applies one message: nil when it is done.
-func (p *Poller) apply(ctx context.Context, msg types.Message) error {
+// apply decodes and applies one message, reports its outcome, and
+// reports whether it is done.
+func (p *Poller) apply(ctx context.Context, msg types.Message) bool {
 	m, err := FromQueue(p.QueueURL, msg)
-	if err != nil {
-		return err
+	o := OutcomeFailed
+	if err == nil {
+		o, err = applyMessage(ctx, m, p.Apply, p.Closed)
 	}
-	return applyMessage(ctx, m, p.Apply, p.Closed)
+	p.report(ctx, Result{MessageID: aws.ToString(msg.MessageId), Message: m, Outcome: o, Err: err})
+	if !o.Done() {
+		p.failed(ctx, aws.ToString(msg.MessageId), err)
+	}
+	return o.Done()
+}
+
+// skip reports messages not started.
+func (p *Poller) skip(ctx context.Context, msgs []types.Message, why error) {
+	for _, msg := range msgs {
+		m, _ := FromQueue(p.QueueURL, msg) // the zero Message if it cannot be decoded
+		p.report(ctx, Result{MessageID: aws.ToString(msg.MessageId), Message: m, Outcome: OutcomeSkipped, Err: why})
+	}
+}
+
+// report gives r to OnResult, one call at a time.
+func (p *Poller) report(ctx context.Context, r Result) {
+	if p.OnResult == nil {
+		return
+	}
+	p.results.Lock()
+	defer p.results.Unlock()
+	p.OnResult(ctx, r)
 }
 
 // extend renews the messages' visibility every third of it until the
