@@ -3,7 +3,6 @@ package consume_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -49,31 +48,18 @@ func creditItem(m consume.Message) (types.TransactWriteItem, error) {
 	}}, nil
 }
 
-// applyPayment applies one message: the credit and the inbox item (and,
-// for a row of an ordered group, the group's cursor) in one
-// TransactWriteItems, so the credit is made once, in the group's order.
-func applyPayment(inbox *consume.Inbox) func(context.Context, consume.Message) error {
-	return func(ctx context.Context, m consume.Message) error {
-		credit, err := creditItem(m)
-		if err != nil {
-			// It fails each time it comes, until the queue's redrive
-			// policy takes it to the consumer's dead-letter queue.
-			return err
-		}
-		err = inbox.Apply(ctx, m, credit)
-		if errors.Is(err, consume.ErrLate) {
-			// Its group went past it (a dead letter redriven after its
-			// place was closed): recorded, with late_after, not applied.
-			log.Printf("payment %s came late and was not applied: %v", m.Key, err)
-		}
-		// nil: credited now. ErrDuplicate (credited before) and ErrLate:
-		// done, the poller deletes the message. ErrGap (an
-		// *consume.OrderError): not its group's turn yet. Anything else (a
-		// throttle, the credit's own refusal): the message comes back when
-		// its visibility timeout lapses, and on a FIFO queue its group's
-		// later messages wait behind it.
-		return err
+// creditPayment is the effect of one message: the account credited, as items
+// the inbox commits in one TransactWriteItems with the message's inbox
+// item (and, for a row of an ordered group, the group's cursor), so the
+// credit is made once, in the group's order. An error (a payload that is
+// not a payment) fails the message each time it comes, until the
+// queue's redrive policy takes it to the consumer's dead-letter queue.
+func creditPayment(_ context.Context, m consume.Message) ([]types.TransactWriteItem, error) {
+	item, err := creditItem(m)
+	if err != nil {
+		return nil, err
 	}
+	return []types.TransactWriteItem{item}, nil
 }
 
 // A container's consumer of an ordered route: a FIFO queue whose groups
@@ -96,21 +82,30 @@ func ExamplePoller() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	p := &consume.Poller{
-		API: sqs.NewFromConfig(cfg),
-		// The URL says whether the queue keeps order: a .fifo queue's
-		// groups are applied each in order, a standard queue's messages
-		// unordered (duplicates are refused either way).
-		QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/payments.fifo",
-		Apply:    applyPayment(inbox),
-		// A place that will not come (a dead letter, a purge): recorded,
-		// and the group's cursor moves past it.
-		Closed:      inbox.Close,
-		Concurrency: 8,           // groups applied at once
-		Visibility:  time.Minute, // renewed every 20 s while a batch is applied
-		OnFailure: func(_ context.Context, messageID string, err error) {
-			log.Printf("message %q not applied: %v", messageID, err) // "": an SQS call failed
-		},
+	// The URL says whether the queue keeps order: a .fifo queue's groups
+	// are applied each in order, a standard queue's messages unordered
+	// (duplicates are refused either way). The inbox wires itself: a
+	// place that will not come (a dead letter, a purge) is recorded and
+	// the group's cursor moves past it.
+	p := inbox.Poller(sqs.NewFromConfig(cfg), "https://sqs.us-east-1.amazonaws.com/123456789012/payments.fifo", creditPayment)
+	p.Concurrency = 8          // groups applied at once
+	p.Visibility = time.Minute // renewed every 20 s while a batch is applied
+	// What became of each message: applied, closed, duplicate and late
+	// are deleted; gap, failed and skipped come again.
+	p.OnResult = func(_ context.Context, r consume.Result) {
+		switch r.Outcome {
+		case consume.OutcomeLate:
+			// Its group went past it (a dead letter redriven after its
+			// place was closed): recorded, with late_after, not applied.
+			log.Printf("payment %s came late and was not applied: %v", r.Message.Key, r.Err)
+		case consume.OutcomeFailed:
+			log.Printf("message %q not applied: %v", r.MessageID, r.Err)
+		}
+	}
+	p.OnFailure = func(_ context.Context, messageID string, err error) {
+		if messageID == "" {
+			log.Printf("an SQS call failed: %v", err)
+		}
 	}
 
 	// On SIGTERM (a container stopped) Run stops receiving, finishes the
