@@ -15,6 +15,7 @@ import {
   type TransactWriteItem,
   type TransactWriteItemsCommandOutput,
 } from "@aws-sdk/client-dynamodb";
+import { Handler, type HandlerOptions } from "./handler.js";
 import {
   CLOSED_RESTAGED,
   ConsumeError,
@@ -28,6 +29,18 @@ import {
   isOrdered,
   type Message,
 } from "./message.js";
+import type { ApplyFunc } from "./outcome.js";
+import { Poller, type PollerClient, type PollerOptions } from "./poller.js";
+import { recordHandler, type RecordHandlerOptions } from "./powertools.js";
+
+/**
+ * A message's effect, as the items of the consumer's own DynamoDB
+ * transaction: the Inbox commits them together with its record of the
+ * message, so both happen or neither does (Go's consume.Effect). It may
+ * return no items (an effect that is only the record) and must not write
+ * them itself; throw to have the message retried.
+ */
+export type Effect = (m: Message) => readonly TransactWriteItem[] | Promise<readonly TransactWriteItem[]>;
 
 /**
  * The table's partition key: a string, no sort key. An inbox item, a
@@ -509,6 +522,49 @@ export class Inbox {
   async close(m: Message): Promise<void> {
     if (m.closed === "") throw new ConsumeError(`inbox: message ${m.key} closes no place: apply it`);
     await this.apply(m);
+  }
+
+  // -- consumers wired to the inbox -----------------------------------------
+
+  /**
+   * A Lambda Handler wired to this inbox (Go's Inbox.Handler): each
+   * message's effect is committed with apply, and each message that closes
+   * a place goes to close, so the wiring that decides correctness is not
+   * yours to get wrong. options are the Handler's hooks (onResult,
+   * onFailure, reserveMs, log, metrics).
+   */
+  handler(effect: Effect, options: Omit<HandlerOptions, "closed"> = {}): Handler {
+    return new Handler(this.applyEffect(effect), { ...options, closed: (m) => this.close(m) });
+  }
+
+  /**
+   * A Poller of the queue at queueUrl wired to this inbox as handler wires
+   * a Handler (Go's Inbox.Poller): call its run(signal). options are the
+   * Poller's own (concurrency, visibility, wait, onResult, onFailure, log,
+   * metrics).
+   */
+  poller(sqs: PollerClient, queueUrl: string, effect: Effect, options: Omit<PollerOptions, "sqs" | "queueUrl" | "apply" | "closed"> = {}): Poller {
+    return new Poller({ ...options, sqs, queueUrl, apply: this.applyEffect(effect), closed: (m) => this.close(m) });
+  }
+
+  /**
+   * A record handler for Powertools' batch processor
+   * (@aws-lambda-powertools/batch) wired to this inbox as handler wires a
+   * Handler: give it to processPartialResponse with
+   * SqsFifoPartialProcessorAsync.
+   */
+  recordHandler(effect: Effect, options: Omit<RecordHandlerOptions, "closed"> = {}): ReturnType<typeof recordHandler> {
+    return recordHandler(this.applyEffect(effect), { ...options, closed: (m) => this.close(m) });
+  }
+
+  /** An apply that commits effect's items with the message's inbox items. */
+  private applyEffect(effect: Effect): ApplyFunc {
+    if (typeof effect !== "function") throw new TypeError("inbox: an effect function is required");
+    return async (m) => {
+      const items = await effect(m);
+      if (!Array.isArray(items)) throw new ConsumeError(`inbox: the effect for message ${m.key} returned no array of transaction items`);
+      await this.apply(m, items);
+    };
   }
 
   /** The item under pk, read strongly consistent; undefined if none. */

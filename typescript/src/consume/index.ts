@@ -4,8 +4,12 @@
  * outflowhq.consume: decode what reached the queue (fromLambda, fromQueue,
  * fromSqs), apply each row once and in order with an Inbox in your own
  * DynamoDB transaction, guard side effects outside DynamoDB with
- * Idempotency, and consume from Lambda with Handler. Held to the shared
- * vectors in conformance/consumer/.
+ * Idempotency, and consume from Lambda with Handler, from a long-running
+ * process with Poller, or from Powertools' batch processor with
+ * recordHandler; `inbox.handler(effect)`, `inbox.poller(sqs, queueUrl,
+ * effect)` and `inbox.recordHandler(effect)` wire them to an Inbox. Each
+ * reports what became of every message (Outcome, Result, Counts). Held to
+ * the shared vectors in conformance/consumer/.
  */
 
 export { ATTR_CLOSED, GROUP_ATTRIBUTE, fromLambda, fromQueue, fromSqs, type LambdaSQSRecord, type SQSMessageLike } from "./decode.js";
@@ -15,14 +19,13 @@ export {
   METRIC_NO_CLOSED_HOOK,
   ackClosed,
   applyMessage,
-  type ApplyFunc,
   type BatchResponse,
   type HandlerOptions,
   type LambdaContextLike,
   type LambdaSQSEvent,
 } from "./handler.js";
 export { DEFAULT_HOLD_MS, Idempotency, type IdempotencyClient, type IdempotencyOptions } from "./idempotency.js";
-export { ATTR_EXPIRES_AT, ATTR_PK, Inbox, type InboxClient, type InboxOptions } from "./inbox.js";
+export { ATTR_EXPIRES_AT, ATTR_PK, Inbox, type Effect, type InboxClient, type InboxOptions } from "./inbox.js";
 export {
   CLOSED_RESTAGED,
   ConsumeError,
@@ -44,4 +47,7 @@ export {
   type ConsumeKind,
   type Message,
 } from "./message.js";
+export { Counts, OUTCOMES, Outcome, isDone, metricName, type ApplyFunc, type Result } from "./outcome.js";
+export { MAX_VISIBILITY, Poller, type PollerCallOptions, type PollerClient, type PollerOptions } from "./poller.js";
+export { recordHandler, type RecordHandlerOptions } from "./powertools.js";
 export type { TransactWriteItem } from "@aws-sdk/client-dynamodb";
