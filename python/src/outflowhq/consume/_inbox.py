@@ -13,6 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ._handler import ApplyFunc, Handler, record_handler
 from ._message import (
     CLOSED_RESTAGED,
     ConsumeError,
@@ -25,6 +26,7 @@ from ._message import (
     NoGroupError,
     OrderError,
 )
+from ._poller import Poller
 
 ATTR_PK = "pk"
 ATTR_EXPIRES_AT = "expires_at"
@@ -37,6 +39,9 @@ _JOINING = "joining"
 
 Item = dict[str, Any]
 TransactItem = dict[str, Any]
+#: A consumer's effect: its own transaction items for a message (may be
+#: none), which the Inbox commits with its record of the message.
+Effect = Callable[[Message], Sequence[Mapping[str, Any]]]
 
 
 def valid_consumer(name: str) -> bool:
@@ -373,6 +378,41 @@ class Inbox:
         if not m.closed:
             raise ConsumeError(f"inbox: message {m.key} closes no place: apply it")
         self.apply(m)
+
+    # Consumers wired by construction.
+
+    def _applier(self, effect: Effect) -> ApplyFunc:
+        """The apply of a consumer whose effect is effect: the effect's
+        items and the Inbox's in one transaction."""
+
+        def apply(m: Message) -> None:
+            self.apply(m, effect(m))
+
+        return apply
+
+    def handler(self, effect: Effect, **handler_kwargs: Any) -> Handler:
+        """A Lambda Handler bound to this Inbox (Go's Inbox.Handler):
+        effect(message) returns the consumer's own transaction items for a
+        message (may be empty), which commit with the Inbox's, so each
+        effect is made once and each group's in order; a message that
+        closes a place goes to close, never to effect. Duplicates and late
+        rows are acknowledged and reported to on_result. handler_kwargs
+        are Handler's other fields (on_failure, on_result, reserve_ms,
+        logger, metrics); closed is the Inbox's, which is the point."""
+        return Handler(self._applier(effect), closed=self.close, **handler_kwargs)
+
+    def poller(self, sqs: Any, queue_url: str, effect: Effect, **poller_kwargs: Any) -> Poller:
+        """A receive loop bound to this Inbox (Go's Inbox.Poller), with
+        effect as handler's; poller_kwargs are Poller's options
+        (concurrency, visibility, wait, on_failure, on_result, logger,
+        metrics). Call run() on it."""
+        return Poller(sqs, queue_url, self._applier(effect), self.close, **poller_kwargs)
+
+    def record_handler(self, effect: Effect, **kwargs: Any) -> Callable[[Any], None]:
+        """A Powertools record handler (consume.record_handler) bound to
+        this Inbox, with effect as handler's; kwargs are record_handler's
+        (logger, metrics, on_result)."""
+        return record_handler(self._applier(effect), self.close, **kwargs)
 
     def _get(self, pk: str) -> Mapping[str, Any]:
         out = self.client.get_item(TableName=self.table, Key=_key(pk), ConsistentRead=True)
