@@ -120,6 +120,61 @@ def dynamodb(moto_url: str) -> DynamoDBClient:
     )
 
 
+@pytest.fixture(scope="session")
+def sqs(moto_url: str) -> Any:
+    """A boto3 SQS client on the moto server (thread-safe: a Poller's
+    groups share it)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "sqs",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+    )
+
+
+def create_queue(sqs: Any, fifo: bool) -> str:
+    """A new queue on moto, its URL: FIFO (content-based deduplication
+    off, as Outflow's queues are) or standard."""
+    name = "outflow-py-" + uuid.uuid4().hex[:12]
+    if fifo:
+        url: str = sqs.create_queue(QueueName=name + ".fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"})["QueueUrl"]
+    else:
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    return url
+
+
+def queue_counts(sqs: Any, url: str) -> tuple[int, int]:
+    """The queue's messages visible and in flight (moto counts them
+    exactly)."""
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def create_inbox_table(client: DynamoDBClient, name: str) -> None:
+    """A consumer's table as Go's consume.CreateTable makes it (TTL aside)."""
+    client.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+    )
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 600})  # type: ignore[typeddict-item]
+
+
+@pytest.fixture
+def inbox_table(dynamodb: DynamoDBClient) -> Iterator[str]:
+    """A new consumer's table, deleted after the test."""
+    name = "outflow-py-consume-" + uuid.uuid4().hex[:12]
+    create_inbox_table(dynamodb, name)
+    yield name
+    dynamodb.delete_table(TableName=name)
+
+
 def create_table(client: DynamoDBClient, name: str) -> None:
     """An outbox table as Go's dynamo.Table.CreateTableInput makes it."""
     index: Any = [

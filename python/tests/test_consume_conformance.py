@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
-from collections.abc import Iterator
+import logging
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -99,25 +98,6 @@ def test_decode(v: dict[str, Any]) -> None:
 
 
 # Inbox scenarios, live.
-
-
-def _create_table(client: DynamoDBClient, name: str) -> None:
-    """A table as Go's consume.CreateTable makes it (TTL aside)."""
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-    )
-    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 600})  # type: ignore[typeddict-item]
-
-
-@pytest.fixture
-def inbox_table(dynamodb: DynamoDBClient) -> Iterator[str]:
-    name = "outflow-py-consume-" + uuid.uuid4().hex[:12]
-    _create_table(dynamodb, name)
-    yield name
-    dynamodb.delete_table(TableName=name)
 
 
 def effect(table: str, key: str) -> dict[str, Any]:
@@ -212,11 +192,14 @@ HANDLER = _load("handler.json", "batches")
 
 
 def test_the_handler_vectors_are_all_there() -> None:
-    assert len(HANDLER) >= 11
+    assert len(HANDLER) >= 13
     results = {r for b in HANDLER for r in b["results"].values()}
     assert results >= {"error", "gap", "duplicate", "late"}
     assert any(b["failures"] for b in HANDLER) and any(not b["failures"] for b in HANDLER)
     assert any(not b["closed_hook"] for b in HANDLER)
+    # Every batch counts its outcomes, and one holds each.
+    assert all(b.get("outcomes") for b in HANDLER), [b["name"] for b in HANDLER if not b.get("outcomes")]
+    assert any(all(b["outcomes"].get(o.value, 0) > 0 for o in consume.Outcome) for b in HANDLER), "no batch holds every outcome"
 
 
 def _result(batch: dict[str, Any], key: str) -> None:
@@ -244,11 +227,45 @@ def test_handler(batch: dict[str, Any]) -> None:
         calls.append("closed:" + m.key)
         _result(batch, m.key)
 
-    handler = consume.Handler(apply, closed if batch["closed_hook"] else None, on_failure=lambda i, e: reported.append((i, e)))
+    counts = consume.Counts()
+    results: list[consume.Result] = []
+    lines: list[str] = []
+
+    def on_result(r: consume.Result) -> None:
+        counts.add(r)
+        results.append(r)
+
+    handler = consume.Handler(apply, closed if batch["closed_hook"] else None, on_failure=lambda i, e: reported.append((i, e)),
+                              on_result=on_result, metrics=lines.append, logger=logging.getLogger("test.handler"))
     resp = handler.handle({"Records": batch["records"]})
     assert [f["itemIdentifier"] for f in resp["batchItemFailures"]] == batch["failures"]
     assert calls == batch["calls"]
     assert [i for i, _ in reported] == batch["failures"]
+
+    # One result per record, in order; the ones not done are the failures.
+    assert [r.message_id for r in results] == [r["messageId"] for r in batch["records"]]
+    assert [r.message_id for r in results if not r.outcome.done] == batch["failures"]
+    assert all((r.error is None) == (r.outcome in (consume.Outcome.APPLIED, consume.Outcome.CLOSED)) for r in results), results
+    want = batch["outcomes"]
+    assert {o.value: counts.of(o) for o in consume.Outcome if counts.of(o)} == want, "the outcomes on_result heard"
+    line = batch_line(lines, batch["records"][0]["eventSourceARN"].rsplit(":", 1)[-1])
+    for o in consume.Outcome:
+        assert line[o.metric] == want.get(o.value, 0), f"the EMF line's {o.metric}"
+
+
+def batch_line(lines: list[str], queue: str) -> dict[str, Any]:
+    """The EMF line of a Handler's batch among the lines written (a
+    closing message with no hook adds its own): the one that counts
+    Applied, with every outcome's metric declared."""
+    found = [doc for doc in map(json.loads, lines) if "Applied" in doc]
+    assert len(found) == 1, f"one batch line: {lines}"
+    doc: dict[str, Any] = found[0]
+    assert doc["Queue"] == queue, "its Queue dimension"
+    (spec,) = doc["_aws"]["CloudWatchMetrics"]
+    assert spec["Namespace"] == consume.METRIC_NAMESPACE and spec["Dimensions"] == [["Queue"]]
+    assert spec["Metrics"] == [{"Name": o.metric, "Unit": "Count"} for o in consume.Outcome]
+    assert [o.metric for o in consume.Outcome] == ["Applied", "Closed", "Duplicate", "Late", "Gap", "Failed", "Skipped"]
+    return doc
 
 
 class _Record:
@@ -267,15 +284,21 @@ def test_record_handler_for_powertools() -> None:
         calls.append(m.key)
         _result(batch, m.key)
 
-    handle = consume.record_handler(apply)
+    results: list[consume.Result] = []
+    handle = consume.record_handler(apply, on_result=results.append)
     for r in batch["records"]:
         handle(_Record(r))  # done: no exception
     assert calls == ["a", "b", "c"]
+    assert [(r.message_id, r.outcome) for r in results] == [
+        ("id-a", consume.Outcome.DUPLICATE), ("id-b", consume.Outcome.LATE), ("id-c", consume.Outcome.APPLIED)
+    ], "done, and reported as what they are"
     failing = next(b for b in HANDLER if b["name"] == "fifo-gap-is-a-failure")
     with pytest.raises(consume.OrderError):
         consume.record_handler(lambda m: _result(failing, m.key))(failing["records"][0])
     with pytest.raises(consume.DecodeError):
         handle({"messageId": "x", "body": "hello", "eventSourceARN": "arn:aws:sqs:us-east-1:1:q"})
+    assert results[-1].message is None and results[-1].outcome == consume.Outcome.FAILED
+    assert isinstance(results[-1].error, consume.DecodeError)
 
 
 def test_handler_stops_when_out_of_time() -> None:
@@ -285,8 +308,13 @@ def test_handler_stops_when_out_of_time() -> None:
 
     batch = HANDLER[0]
     calls: list[str] = []
-    resp = consume.Handler(lambda m: calls.append(m.key), reserve_ms=1000).handle({"Records": batch["records"]}, Context())
+    counts = consume.Counts()
+    lines: list[str] = []
+    handler = consume.Handler(lambda m: calls.append(m.key), reserve_ms=1000, on_result=counts.add, metrics=lines.append)
+    resp = handler.handle({"Records": batch["records"]}, Context())
     assert calls == [] and len(resp["batchItemFailures"]) == len(batch["records"])
+    assert counts == consume.Counts(skipped=len(batch["records"])), "not started: skipped"
+    assert batch_line(lines, "orders.fifo")["Skipped"] == len(batch["records"])
 
 
 # Idempotency, live.
