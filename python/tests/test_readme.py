@@ -1,13 +1,20 @@
 """The README's examples, run as they are written: the producer stages into
-the dispatcher's table, and the consumer (consume.Handler) and the
-Powertools record handler apply the ordered rows it staged, each from a
-Lambda SQS event built as the dispatcher would send the row. The setup an
-adopter already has (the table with the dispatcher's published
-configuration, the orders table) is made here, not in the README."""
+the dispatcher's table; the consumer's receive loop (inbox.poller) applies
+the ordered rows it staged from a FIFO queue they are sent to as the
+dispatcher sends them, until SIGTERM; then the Lambda handler
+(inbox.handler) and the Powertools record handler apply the same rows
+again from an empty ledger, each from a Lambda SQS event built as the
+dispatcher would send the row. The setup an adopter already has (the
+table with the dispatcher's published configuration, the orders table,
+the queue) is made here, not in the README."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +58,7 @@ def run(b: tuple[int, str], namespace: dict[str, Any]) -> None:
 
 def test_every_python_block_is_run() -> None:
     # A block added to the README without a test here fails this test.
-    markers = ["outflowhq.Producer.from_published", "consume.Inbox(", "SqsFifoPartialProcessor("]
+    markers = ["outflowhq.Producer.from_published", "inbox.poller(", "inbox.handler(", "SqsFifoPartialProcessor("]
     assert len(blocks()) == len(markers), "each ```python block of the README is run by test_the_readme_examples_run"
     for marker in markers:
         block(marker)
@@ -83,6 +90,17 @@ def _published(routes: dict[str, str], ordered: dict[str, str]) -> dict[str, Any
         "revision": {"N": "1"},
         "published_at": {"N": "1796270000000"},
     }
+
+
+@pytest.fixture
+def orders_queue(sqs: Any, aws_env: None) -> Iterator[str]:
+    """The FIFO queue "orders.fifo" the README's receive loop consumes,
+    deleted after the test."""
+    url: str = sqs.create_queue(QueueName="orders.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"})["QueueUrl"]
+    try:
+        yield url
+    finally:
+        sqs.delete_queue(QueueUrl=url)
 
 
 @pytest.fixture
@@ -140,6 +158,50 @@ def _record(dynamodb: DynamoDBClient, key: str) -> dict[str, Any]:
     }
 
 
+def _send(sqs: Any, url: str, record: dict[str, Any]) -> None:
+    """Send the row a Lambda record stands for to the queue, as the
+    dispatcher sends it: the same body, attributes and group, the key as
+    deduplication id."""
+    attrs = {k: {"DataType": v["dataType"], "StringValue": v["stringValue"]} for k, v in record["messageAttributes"].items()}
+    sqs.send_message(QueueUrl=url, MessageBody=record["body"], MessageAttributes=attrs,
+                     MessageGroupId=record["attributes"]["MessageGroupId"],
+                     MessageDeduplicationId=attrs["outflow.key"]["StringValue"])
+
+
+def _run_until_applied(b: tuple[int, str], namespace: dict[str, Any], applied: int) -> None:
+    """Run the receive loop's block on this (the main) thread, which blocks
+    in poller.run(handle_signals=True), and send this process SIGTERM once
+    its counts say applied messages were applied, as a container's stop
+    would; past the deadline, stop the poller instead, for the test to
+    fail on what it finds."""
+    finished = threading.Event()
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminate() -> None:
+        deadline = time.monotonic() + 120
+        while not finished.is_set():
+            counts = namespace.get("counts")
+            poller = namespace.get("poller")
+            if poller is not None and counts is not None and counts.applied >= applied and signal.getsignal(signal.SIGTERM) is not before:
+                # The handler run() installed is in place: the default
+                # would end the test run.
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            if poller is not None and time.monotonic() > deadline:
+                poller.stop()
+                return
+            time.sleep(0.05)
+
+    helper = threading.Thread(target=terminate, daemon=True)
+    helper.start()
+    try:
+        run(b, namespace)
+    finally:
+        finished.set()
+        helper.join(10)
+        signal.signal(signal.SIGTERM, before)
+
+
 def _event(*records: dict[str, Any]) -> dict[str, Any]:
     return {"Records": list(records)}
 
@@ -154,16 +216,17 @@ def _why(consumer: dict[str, Any], *records: dict[str, Any]) -> str:
     from outflowhq import consume
 
     out = []
+    inbox, effect = consumer["inbox"], consumer["effect"]
     for r in records:
         try:
-            consume.apply_message(consume.from_lambda(r), consumer["apply"], consumer["inbox"].close)
+            consume.apply_message(consume.from_lambda(r), lambda m: inbox.apply(m, effect(m)), inbox.close)
             out.append(f"{r['messageId']}: applied now")
         except Exception as e:
             out.append(f"{r['messageId']}: {e!r}")
     return "; ".join(out)
 
 
-def test_the_readme_examples_run(dynamodb: DynamoDBClient, tables: None) -> None:
+def test_the_readme_examples_run(dynamodb: DynamoDBClient, sqs: Any, tables: None, orders_queue: str) -> None:
     # The producer: three rows staged, two of them in order in group order-43.
     produced: dict[str, Any] = {}
     run(block("outflowhq.Producer.from_published"), produced)
@@ -174,10 +237,27 @@ def test_the_readme_examples_run(dynamodb: DynamoDBClient, tables: None) -> None
     created, paid = _record(dynamodb, "order-43-created"), _record(dynamodb, "order-43-paid")
     assert [created["messageAttributes"]["outflow.seq"]["stringValue"], paid["messageAttributes"]["outflow.seq"]["stringValue"]] == ["1", "2"]
 
-    # The consumer, then the Powertools record handler on its Inbox: one
-    # consumer, two ways of running it.
+    # The consumer's receive loop, on the queue the rows were sent to,
+    # until SIGTERM once both are applied.
+    assert threading.current_thread() is threading.main_thread(), "run(handle_signals=True) needs the main thread"
+    _send(sqs, orders_queue, created)
+    _send(sqs, orders_queue, paid)
     consumer: dict[str, Any] = {}
-    run(block("consume.Inbox("), consumer)
+    _run_until_applied(block("inbox.poller("), consumer, applied=2)
+    assert consumer["poller"].stopping, "SIGTERM stopped it"
+    counts = consumer["counts"]
+    assert (counts.applied, counts.total) == (2, 2), counts
+    effect = dynamodb.get_item(TableName="ledger", Key={"pk": {"S": "events order-43"}}, ConsistentRead=True).get("Item")
+    assert effect == {"pk": {"S": "events order-43"}, "events": {"N": "2"}, "last_event": {"S": "order-43-paid"}}, "each row's effect once, in order"
+    attrs = sqs.get_queue_attributes(QueueUrl=orders_queue, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0"), "both deleted"
+
+    # The same consumer as a Lambda function, then the Powertools record
+    # handler on its Inbox, from an empty ledger: one consumer, three ways
+    # of running it.
+    for item in dynamodb.scan(TableName="ledger", ConsistentRead=True)["Items"]:
+        dynamodb.delete_item(TableName="ledger", Key={"pk": item["pk"]})
+    run(block("inbox.handler("), consumer)
     run(block("SqsFifoPartialProcessor("), consumer)
     handler, powertools = consumer["handler"].handle, consumer["lambda_handler"]
 
