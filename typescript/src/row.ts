@@ -6,8 +6,12 @@ import * as target from "./target.js";
 
 /** How many attributes a row for an SQS queue or an SNS topic may carry: SQS allows 10, and Outflow sends outflow.key and outflow.attempt. */
 export const MAX_OWN_ATTRIBUTES = target.MAX_ATTRIBUTES - 2;
-/** How many a row of an ordered route may carry: its message also carries its place in the group (outflow.seq). */
-export const MAX_ORDERED_ATTRIBUTES = MAX_OWN_ATTRIBUTES - 1;
+/**
+ * How many a row of an ordered route may carry: its message also carries its place in the group (outflow.seq), and
+ * keeps room for outflow.redriven, the mark a copy sent after an operator's redrive carries so that a consumer joining
+ * where it is seen does not start the group at a place sent out of turn (its size is checked with the mark).
+ */
+export const MAX_ORDERED_ATTRIBUTES = MAX_OWN_ATTRIBUTES - 2;
 
 const MAX_SEQ = 2n ** 63n - 1n; // the widest place a row can take, for sizing
 const PLACEHOLDER_KEY = "01ARZ3NDEKTSV4RRFFQ69G5FAV"; // a ULID stands in for one to generate

@@ -8,6 +8,9 @@ export const ATTR_KEY = "outflow.key";
 export const ATTR_ATTEMPT = "outflow.attempt";
 export const ATTR_ENCODING = "outflow.encoding";
 export const ATTR_SEQ = "outflow.seq";
+/** The mark of a copy sent after an operator's redrive, and its value. */
+const ATTR_REDRIVEN = "outflow.redriven";
+const REDRIVEN_VALUE = "1";
 export const ATTR_TRACE_PARENT = "traceparent";
 
 export const MAX_ATTRIBUTES = 10;
@@ -314,6 +317,16 @@ function checkMessage(
   }
   let size = utf8Len(text);
   for (const [k, v] of Object.entries(attrs)) size += utf8Len(k) + attrType(k).length + utf8Len(v);
+  // A row of an ordered route is checked as its redriven copy, with the mark the dispatcher adds (Go's target.Validate).
+  if (seq > 0n) {
+    if (count >= MAX_ATTRIBUTES) {
+      throw new InvalidRowError(
+        "too_many_attributes",
+        `too many message attributes: ${count + 1} with Outflow's own and ${ATTR_REDRIVEN}, SQS allows ${MAX_ATTRIBUTES} (and SNS passes on)`,
+      );
+    }
+    size += ATTR_REDRIVEN.length + attrType(ATTR_REDRIVEN).length + REDRIVEN_VALUE.length;
+  }
   if (fifo) {
     if (!group) throw new InvalidRowError("group_required", "a FIFO queue needs a message group, and the row has none");
     if (!validId(group)) {

@@ -13,6 +13,7 @@ import { test } from "node:test";
 import { DeleteItemCommand, GetItemCommand, PutItemCommand, type DynamoDBClient, type TransactWriteItem } from "@aws-sdk/client-dynamodb";
 import {
   ConsumeError,
+  Counts,
   DecodeError,
   DuplicateError,
   Handler,
@@ -24,12 +25,16 @@ import {
   JoinPolicy,
   LateError,
   LatePolicy,
+  METRIC_NAMESPACE,
+  OUTCOMES,
   OrderError,
   fromLambda,
   fromQueue,
   fromSqs,
+  metricName,
   newMessage,
   type Message,
+  type Result,
 } from "../src/consume/index.js";
 import { createInboxTable, liveSuite, liveTest } from "./tables.js";
 import { ROOT, payload, type Json } from "./vectors.js";
@@ -73,6 +78,15 @@ test("the consumer vectors are all there", () => {
   for (const r of ["error", "gap", "duplicate", "late"]) assert.ok(results.has(r), `a batch whose apply gives ${r}`);
   assert.ok(HANDLER.some((b) => b.failures.length > 0) && HANDLER.some((b) => b.failures.length === 0));
   assert.ok(HANDLER.some((b) => !b.closed_hook), "a batch without a closed hook");
+  // Since the outcomes landed (issue 51): every batch counts them, and one holds each.
+  if (HANDLER.some((b) => "outcomes" in b)) {
+    assert.ok(HANDLER.length >= 13, `handler.json: ${HANDLER.length}`);
+    for (const b of HANDLER) assert.ok(b.outcomes && Object.keys(b.outcomes).length > 0, `${b.name}: no outcomes counted`);
+    assert.ok(
+      HANDLER.some((b) => OUTCOMES.every((o) => (b.outcomes?.[o] ?? 0) > 0)),
+      "a batch holds every outcome",
+    );
+  }
 });
 
 // -- decode.json ------------------------------------------------------------
@@ -141,6 +155,9 @@ for (const batch of HANDLER) {
   test(`handler: ${batch.name}`, async () => {
     const calls: string[] = [];
     const reported: string[] = [];
+    const results: Result[] = [];
+    const counts = new Counts();
+    const metrics: string[] = [];
     const handler = new Handler(
       (m) => {
         calls.push(m.key);
@@ -154,6 +171,12 @@ for (const batch of HANDLER) {
             }
           : undefined,
         onFailure: (id) => reported.push(id),
+        onResult: (r) => {
+          results.push(r);
+          counts.add(r);
+        },
+        log: () => {},
+        metrics: (l) => void metrics.push(l),
       },
     );
     const resp = await handler.handle({ Records: batch.records });
@@ -163,6 +186,32 @@ for (const batch of HANDLER) {
     );
     assert.deepStrictEqual(calls, batch.calls);
     assert.deepStrictEqual(reported, batch.failures);
+    if (!("outcomes" in batch)) return; // a handler.json from before the outcomes
+    const want = batch.outcomes as Record<string, number>;
+    const counted: Record<string, number> = {};
+    for (const o of OUTCOMES) if (counts.of(o) > 0) counted[o] = counts.of(o);
+    assert.deepStrictEqual(counted, want, "the outcomes onResult heard");
+    assert.equal(results.length, batch.records.length, "one result per message");
+    assert.deepStrictEqual(
+      results.map((r) => r.messageId),
+      batch.records.map((r: Json) => r.messageId),
+      "in the batch's order",
+    );
+    // One EMF line per batch (a closing message with no hook adds its own): the one counting Applied.
+    const lines = metrics.map((l) => JSON.parse(l) as Record<string, Json>).filter((d) => "Applied" in d);
+    assert.equal(lines.length, 1, `one batch line: ${metrics.join("\n")}`);
+    const line = lines[0] as Json;
+    const arn = batch.records[0].eventSourceARN as string;
+    assert.equal(line.Queue, arn.slice(arn.lastIndexOf(":") + 1), "its Queue dimension");
+    const declared = line._aws.CloudWatchMetrics[0];
+    assert.equal(declared.Namespace, METRIC_NAMESPACE);
+    assert.deepStrictEqual(declared.Dimensions, [["Queue"]]);
+    assert.deepStrictEqual(
+      declared.Metrics,
+      OUTCOMES.map((o) => ({ Name: metricName(o), Unit: "Count" })),
+      "every outcome's metric, always",
+    );
+    for (const o of OUTCOMES) assert.equal(line[metricName(o)], want[o] ?? 0, `the EMF line's ${metricName(o)}`);
   });
 }
 

@@ -193,8 +193,9 @@ export class Handler {
     const records = event.Records ?? [];
     const report = (record: LambdaSQSRecord, message: Message | undefined, outcome: Outcome, error: unknown) => {
       const messageId = typeof record.messageId === "string" ? record.messageId : "";
-      counts.add({ outcome });
-      this.onResult?.({ messageId, message, outcome, error });
+      const result: Result = { messageId, message, outcome, error };
+      counts.add(result);
+      this.onResult?.(result);
       if (isDone(outcome)) return;
       failures.push({ itemIdentifier: messageId });
       loud(error, queueName(record.eventSourceARN), messageId, this.log, this.metrics);

@@ -97,7 +97,7 @@ export class Counts {
   skipped = 0;
 
   /** Counts r. Bound: pass `counts.add` itself as an onResult hook. */
-  readonly add = (r: Pick<Result, "outcome">): void => {
+  readonly add = (r: Result): void => {
     // An outcome this version does not know counts as a failure, never as done.
     const o: Outcome = OUTCOMES.includes(r.outcome) ? r.outcome : Outcome.Failed;
     this[o] += 1;
