@@ -117,8 +117,12 @@ const MaxOwnAttributes = target.MaxAttributes - 2
 
 // MaxOrderedAttributes is how many attributes a row of an ordered route
 // may carry: its message also carries its place in the group
-// (outflow.seq), for consumers to check the group's order.
-const MaxOrderedAttributes = MaxOwnAttributes - 1
+// (outflow.seq), for consumers to check the group's order, and keeps room
+// for outflow.redriven, which a copy sent after an operator's redrive
+// carries so that a consumer joining the group where it is seen
+// (JoinWhereSeen) does not start the group at a place sent out of turn.
+// Its size is checked with that mark too.
+const MaxOrderedAttributes = MaxOwnAttributes - 2
 
 // maxSeq stands in for a row's place when an ordered row's size is
 // checked before it has one: the widest place there can be.
@@ -165,8 +169,13 @@ func (r Row) validate(t target.Target, maxBytes int, ordered bool) error {
 	// allows: outflow.attempt grows with the attempt, and a message that
 	// fits only at attempt 1 would be refused as permanent at attempt 10.
 	// An ordered row's place is checked the same way, at its widest.
+	var redriven time.Time
+	if ordered {
+		redriven = time.UnixMilli(1) // sized as a redriven copy, with its mark
+	}
 	return target.Validate(outbox.Row{
 		Key: key, Queue: r.Queue, Payload: r.Payload, Attributes: attrs, Group: r.Group, Attempt: outbox.MaxAttemptsLimit, Seq: seq,
+		RedrivenAt: redriven,
 	}, t, maxBytes)
 }
 

@@ -24,8 +24,10 @@ type redrivenRow struct {
 }
 
 // fullAttributes is as many attributes of its own as a row of an ordered
-// route may carry (MaxOrderedAttributes, 7): its message carries SQS's 10
-// with outflow.key, outflow.attempt and outflow.seq.
+// route could carry before 1.0.0 (7, one more than MaxOrderedAttributes,
+// which keeps room for the mark): its message carries SQS's 10 with
+// outflow.key, outflow.attempt and outflow.seq, and a redriven copy goes
+// unmarked.
 func fullAttributes() map[string]string {
 	attrs := map[string]string{}
 	for i := range 7 {

@@ -17,29 +17,30 @@ import (
 // as a string when it is UTF-8 text (readable in the console) and as binary
 // otherwise.
 type item struct {
-	Key        string            `dynamodbav:"pk"`
-	Queue      string            `dynamodbav:"queue"`
-	Attributes map[string]string `dynamodbav:"attributes,omitempty"`
-	Group      string            `dynamodbav:"group,omitempty"`
-	NotBefore  int64             `dynamodbav:"not_before,omitempty"`
-	Seq        int64             `dynamodbav:"seq,omitempty"`
-	Prev       string            `dynamodbav:"prev,omitempty"`
-	Status     string            `dynamodbav:"status"`
-	Attempt    int               `dynamodbav:"attempt"`
-	CreatedAt  int64             `dynamodbav:"created_at"`
-	DueAt      int64             `dynamodbav:"due_at,omitempty"`
-	Shard      string            `dynamodbav:"shard,omitempty"`
-	Token      string            `dynamodbav:"claim_token,omitempty"`
-	LeaseUntil int64             `dynamodbav:"lease_until,omitempty"`
-	FailedAt   int64             `dynamodbav:"failed_at,omitempty"`
-	UnsureAt   int64             `dynamodbav:"unsure_at,omitempty"`
-	RedrivenAt int64             `dynamodbav:"redriven_at,omitempty"`
-	Closed     string            `dynamodbav:"closed,omitempty"`
-	DeadQueue  string            `dynamodbav:"dead_queue,omitempty"`
-	Errors     []attemptError    `dynamodbav:"errors,omitempty"`
-	LastError  string            `dynamodbav:"last_error,omitempty"`
-	StageID    string            `dynamodbav:"stage_id,omitempty"`
-	Content    string            `dynamodbav:"content,omitempty"`
+	Key         string            `dynamodbav:"pk"`
+	Queue       string            `dynamodbav:"queue"`
+	Attributes  map[string]string `dynamodbav:"attributes,omitempty"`
+	Group       string            `dynamodbav:"group,omitempty"`
+	NotBefore   int64             `dynamodbav:"not_before,omitempty"`
+	Seq         int64             `dynamodbav:"seq,omitempty"`
+	Prev        string            `dynamodbav:"prev,omitempty"`
+	Status      string            `dynamodbav:"status"`
+	Attempt     int               `dynamodbav:"attempt"`
+	CreatedAt   int64             `dynamodbav:"created_at"`
+	DueAt       int64             `dynamodbav:"due_at,omitempty"`
+	Shard       string            `dynamodbav:"shard,omitempty"`
+	Token       string            `dynamodbav:"claim_token,omitempty"`
+	LeaseUntil  int64             `dynamodbav:"lease_until,omitempty"`
+	FailedAt    int64             `dynamodbav:"failed_at,omitempty"`
+	UnsureAt    int64             `dynamodbav:"unsure_at,omitempty"`
+	RedrivenAt  int64             `dynamodbav:"redriven_at,omitempty"`
+	MaybeClosed int64             `dynamodbav:"place_maybe_closed,omitempty"`
+	Closed      string            `dynamodbav:"closed,omitempty"`
+	DeadQueue   string            `dynamodbav:"dead_queue,omitempty"`
+	Errors      []attemptError    `dynamodbav:"errors,omitempty"`
+	LastError   string            `dynamodbav:"last_error,omitempty"`
+	StageID     string            `dynamodbav:"stage_id,omitempty"`
+	Content     string            `dynamodbav:"content,omitempty"`
 }
 
 type attemptError struct {
@@ -74,7 +75,7 @@ func Encode(row outbox.Row, shards int) (map[string]types.AttributeValue, error)
 		Key: row.Key, Queue: row.Queue, Attributes: row.Attributes, Group: row.Group,
 		NotBefore: ms(row.NotBefore), Seq: row.Seq, Prev: row.Prev, Status: string(row.Status), Attempt: row.Attempt,
 		CreatedAt: ms(row.CreatedAt), Token: row.Token, LeaseUntil: ms(row.LeaseUntil), UnsureAt: ms(row.UnsureAt),
-		RedrivenAt: ms(row.RedrivenAt), Closed: row.Closed, LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
+		RedrivenAt: ms(row.RedrivenAt), MaybeClosed: ms(row.PlaceMaybeClosed), Closed: row.Closed, LastError: row.LastError, Errors: encodeErrors(row.Errors), StageID: row.StageID,
 		Content: row.ContentDigest,
 	}
 	switch row.Status {
@@ -163,6 +164,9 @@ func Decode(av map[string]types.AttributeValue) (outbox.Row, error) {
 	// dead-letter the row.
 	if n, ok := wholeNumber(d.av, AttrRedrivenAt); ok {
 		row.RedrivenAt = fromMs(n)
+	}
+	if n, ok := wholeNumber(d.av, AttrPlaceMaybeClosed); ok {
+		row.PlaceMaybeClosed = fromMs(n)
 	}
 	row.Closed = d.str(AttrClosed)
 	row.Errors = d.errors()

@@ -37,6 +37,12 @@ const (
 	AttrLastError  = "last_error"
 	AttrExpiresAt  = "expires_at"
 	AttrRedrivenAt = "redriven_at"
+	// AttrPlaceMaybeClosed (N, ms) is outbox.Row.PlaceMaybeClosed: when
+	// an operator redrove the row as late (Store.RedriveLate), its place's
+	// closing message perhaps having reached the consumer. Kept for the
+	// row's life: a later closing message that fails says its place may
+	// be closed (outbox.ClosingFailed), and a plain redrive is refused.
+	AttrPlaceMaybeClosed = "place_maybe_closed"
 	// AttrClosed (S) is outbox.Row.Closed: set by a purge of a dead
 	// letter with a place in an ordered group, which goes back to pending
 	// to be sent as the message that closes its place.

@@ -93,7 +93,7 @@ func Growth(queue string) int {
 		len(AttrErrors) + 3 + (outbox.ErrorHistory+1)*entry +
 		len(AttrLastError) + outbox.MaxErrorBytes +
 		len(AttrFailedAt) + numMax + len(AttrDeadQueue) + len(deadQueue(queue)) + len(AttrUnsureAt) + numMax +
-		len(AttrDoneAt) + numMax + len(AttrExpiresAt) + numMax + len(AttrRedrivenAt) + numMax
+		len(AttrDoneAt) + numMax + len(AttrExpiresAt) + numMax + len(AttrRedrivenAt) + numMax + len(AttrPlaceMaybeClosed) + numMax
 	return n
 }
 
@@ -104,7 +104,7 @@ const claimGrowth = len(AttrToken) + 26 + len(AttrLeaseUntil) + numMax + len(Att
 // a row after staging.
 var deliveryState = []string{
 	AttrToken, AttrLeaseUntil, AttrClaimedAt, AttrErrors, AttrLastError, AttrFailedAt, AttrDeadQueue, AttrUnsureAt,
-	AttrDoneAt, AttrExpiresAt, AttrRedrivenAt,
+	AttrDoneAt, AttrExpiresAt, AttrRedrivenAt, AttrPlaceMaybeClosed,
 }
 
 // baseSize is an item's size without the attributes Growth makes room for,

@@ -623,13 +623,20 @@ type MayHaveClosedError struct {
 	Key string
 	// Closed is the row's closed.
 	Closed string
+	// RedrivenLate is when the row was redriven as late before, if it
+	// was (outbox.Row.PlaceMaybeClosed).
+	RedrivenLate time.Time
 }
 
 // Error says why the row was not redriven and what to do instead.
 func (e *MayHaveClosedError) Error() string {
-	return fmt.Sprintf("%s: not redriven: the message closing its place may have reached the consumer (closed %q), "+
+	why := fmt.Sprintf("closed %q", e.Closed)
+	if !e.RedrivenLate.IsZero() {
+		why = "it was redriven as late on " + e.RedrivenLate.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s: not redriven: the message closing its place may have reached the consumer (%s), "+
 		"so the row could arrive after its place was closed, to be recorded late and applied nowhere by a GapWait consumer; "+
-		"purge it to close its place for certain (the closing message is sent again), or redrive it as late", e.Key, e.Closed)
+		"purge it to close its place for certain (the closing message is sent again), or redrive it as late", e.Key, why)
 }
 
 func (s *Store) redrive(ctx context.Context, key string, now time.Time, late bool) error {
@@ -639,11 +646,16 @@ func (s *Store) redrive(ctx context.Context, key string, now time.Time, late boo
 			return failed
 		}
 		closed := expression.Name(AttrClosed)
-		return failed.And(expression.Or(expression.AttributeNotExists(closed),
+		return failed.And(expression.AttributeNotExists(expression.Name(AttrPlaceMaybeClosed))).And(expression.Or(expression.AttributeNotExists(closed),
 			expression.And(closed.NotEqual(expression.Value(outbox.ClosedUnsure)), closed.NotEqual(expression.Value(outbox.ClosedPurgeUnsure)))))
 	}
 	upd := func(shard string) expression.UpdateBuilder {
-		return expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending)).
+		u := expression.Set(expression.Name(AttrStatus), expression.Value(outbox.StatusPending))
+		if late {
+			// Its place may be closed at the consumer: kept for good.
+			u = u.Set(expression.Name(AttrPlaceMaybeClosed), expression.Value(now.UnixMilli()))
+		}
+		return u.
 			Set(expression.Name(AttrAttempt), expression.Value(0)).
 			Set(expression.Name(AttrDueAt), expression.Value(now.UnixMilli())).
 			Set(expression.Name(AttrShard), expression.Value(shard)).
@@ -654,9 +666,9 @@ func (s *Store) redrive(ctx context.Context, key string, now time.Time, late boo
 	}
 	err := s.placing(ctx, "redrive", key, cond, upd)
 	var conflict *outbox.ConflictError
-	if !late && errors.As(err, &conflict) && conflict.Current != nil &&
-		conflict.Current.Status == outbox.StatusFailed && outbox.MayHaveClosed(conflict.Current.Closed) {
-		return &MayHaveClosedError{Key: key, Closed: conflict.Current.Closed}
+	if !late && errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.Status == outbox.StatusFailed &&
+		(outbox.MayHaveClosed(conflict.Current.Closed) || !conflict.Current.PlaceMaybeClosed.IsZero()) {
+		return &MayHaveClosedError{Key: key, Closed: conflict.Current.Closed, RedrivenLate: conflict.Current.PlaceMaybeClosed}
 	}
 	return err
 }

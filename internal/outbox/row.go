@@ -100,6 +100,13 @@ type Row struct {
 	// A redrive gives the row a fresh budget, so the attempts in Errors
 	// count from 1 again after it.
 	RedrivenAt time.Time
+	// PlaceMaybeClosed is when an operator redrove the row as late,
+	// though the message closing its place may have reached the consumer
+	// (MayHaveClosed); zero if never. It is kept for the row's life: a
+	// closing message of the place that fails later says the place may be
+	// closed (ClosingFailed), whatever that send did, and a plain redrive
+	// is refused.
+	PlaceMaybeClosed time.Time
 	// Errors is the recent attempt history, oldest first.
 	Errors    []AttemptError
 	LastError string
@@ -283,6 +290,9 @@ func ClosingFailed(row Row, unsure bool) string {
 	if !unsure && row.Closed == ClosedPurged {
 		unsure = last.Unsure
 	}
+	// A row redriven as late had a closing message that may have landed
+	// before: this one failing says nothing of that one.
+	unsure = unsure || !row.PlaceMaybeClosed.IsZero()
 	switch {
 	case unsure && row.Closed == ClosedPurged:
 		return ClosedPurgeUnsure

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -101,7 +102,12 @@ func Validate(row outbox.Row, t Target, maxBytes int) error {
 	if err != nil {
 		return err
 	}
-	return m.Fits(SizeLimit(t, maxBytes))
+	// A row given as redriven (a producer's row of an ordered route) is
+	// checked with its mark: room for it is kept.
+	if !row.RedrivenAt.IsZero() && len(m.Attrs) >= MaxAttributes {
+		return fmt.Errorf("%w: %d with Outflow's own and %s, SQS allows %d (and SNS passes on)", ErrTooManyAttributes, len(m.Attrs)+1, AttrRedriven, MaxAttributes)
+	}
+	return m.MarkRedriven(row, math.MaxInt).Fits(SizeLimit(t, maxBytes))
 }
 
 // limit is the message size limit maxBytes stands for.

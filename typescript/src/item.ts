@@ -53,6 +53,7 @@ const DELIVERY_STATE: ReadonlySet<string> = new Set([
   "done_at",
   "expires_at",
   "redriven_at",
+  "place_maybe_closed",
 ]);
 
 const encoder = new TextEncoder();
@@ -127,6 +128,8 @@ export function growth(queue: string): number {
     "expires_at".length +
     NUM_MAX +
     "redriven_at".length +
+    NUM_MAX +
+    "place_maybe_closed".length +
     NUM_MAX
   );
 }

@@ -58,6 +58,7 @@ _DELIVERY_STATE = (
     "done_at",
     "expires_at",
     "redriven_at",
+    "place_maybe_closed",
 )
 
 AttributeValue = dict[str, Any]
@@ -127,6 +128,8 @@ def growth(queue: str) -> int:
         + len("expires_at")
         + _NUM_MAX
         + len("redriven_at")
+        + _NUM_MAX
+        + len("place_maybe_closed")
         + _NUM_MAX
     )
 

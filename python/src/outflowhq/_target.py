@@ -18,6 +18,8 @@ ATTR_KEY = "outflow.key"
 ATTR_ATTEMPT = "outflow.attempt"
 ATTR_ENCODING = "outflow.encoding"
 ATTR_SEQ = "outflow.seq"
+#: The mark of a copy sent after an operator's redrive, and its value.
+ATTR_REDRIVEN, REDRIVEN_VALUE = "outflow.redriven", "1"
 ATTR_TRACE_PARENT = "traceparent"
 
 MAX_ATTRIBUTES = 10
@@ -264,6 +266,16 @@ def check_message(
             f"too many message attributes: {len(attrs)} with Outflow's own, SQS allows {MAX_ATTRIBUTES} (and SNS passes on)",
         )
     size = _utf8_len(text) + sum(_utf8_len(k) + len(_attr_type(k)) + _utf8_len(v) for k, v in attrs.items())
+    if seq > 0:
+        # A row of an ordered route is checked as its redriven copy, with
+        # the mark the dispatcher adds (Go's target.Validate).
+        if len(attrs) >= MAX_ATTRIBUTES:
+            raise InvalidRowError(
+                Kind.TOO_MANY_ATTRIBUTES,
+                f"too many message attributes: {len(attrs) + 1} with Outflow's own and {ATTR_REDRIVEN}, "
+                f"SQS allows {MAX_ATTRIBUTES} (and SNS passes on)",
+            )
+        size += len(ATTR_REDRIVEN) + len(_attr_type(ATTR_REDRIVEN)) + len(REDRIVEN_VALUE)
     if fifo:
         if not group:
             raise InvalidRowError(Kind.GROUP_REQUIRED, "a FIFO queue needs a message group, and the row has none")

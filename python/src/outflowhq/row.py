@@ -13,8 +13,11 @@ from .errors import InvalidRowError, Kind
 #: SQS allows 10, and Outflow sends outflow.key and outflow.attempt.
 MAX_OWN_ATTRIBUTES = target.MAX_ATTRIBUTES - 2
 #: How many a row of an ordered route may carry: its message also carries
-#: its place in the group (outflow.seq).
-MAX_ORDERED_ATTRIBUTES = MAX_OWN_ATTRIBUTES - 1
+#: its place in the group (outflow.seq), and keeps room for
+#: outflow.redriven, the mark a copy sent after an operator's redrive
+#: carries so that a consumer joining where it is seen does not start the
+#: group at a place sent out of turn (its size is checked with the mark).
+MAX_ORDERED_ATTRIBUTES = MAX_OWN_ATTRIBUTES - 2
 
 _MAX_SEQ = 2**63 - 1  # the widest place a row can take, for sizing
 _PLACEHOLDER_KEY = "01ARZ3NDEKTSV4RRFFQ69G5FAV"  # a ULID stands in for one to generate
