@@ -9,7 +9,11 @@
  * import is checked to come from the project's node_modules: every file
  * tsc read for them, and what Node resolves @outflowhq/outflow and
  * @outflowhq/outflow/consume to from where they run (the consumer's Inbox
- * is that module's). A package that works from its folder and breaks from
+ * is that module's). The consumer's examples need what an adopter of them
+ * installs besides (the SQS client, a peer dependency, and Powertools'
+ * batch package with the Lambda types for its example): the first test
+ * installs them in the project at the versions typescript/package.json
+ * pins. A package that works from its folder and breaks from
  * its tarball (a file left out, an exports or types map that resolves only
  * in the checkout) fails here.
  *
@@ -18,6 +22,7 @@
  */
 
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { lstatSync, mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, sep } from "node:path";
@@ -53,6 +58,25 @@ test("CommonJS code requires it, where Node loads ES modules synchronously (20.1
     assert.ok(under(realpathSync(path), INSTALLED), `require.resolve(${name}): ${path}`);
     // One module, not a CommonJS copy beside the ES one: instanceof holds across both.
     assert.equal(require(name), await import(pathToFileURL(path).href), `require(${name}) is its import`);
+  }
+});
+
+test("the project installs what the consumer's examples use besides, at the pinned versions", () => {
+  const pinned = (JSON.parse(readFileSync(ROOT + "typescript/package.json", "utf8")) as { devDependencies: Record<string, string> }).devDependencies;
+  const wanted = ["@aws-sdk/client-sqs", "@aws-lambda-powertools/batch", "@types/aws-lambda"].map((name) => {
+    const version = pinned[name];
+    assert.ok(version, `typescript/package.json pins ${name}`);
+    return `${name}@${version}`;
+  });
+  const npm = spawnSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact", ...wanted], {
+    cwd: PROJECT,
+    encoding: "utf8",
+    timeout: 600_000,
+  });
+  assert.equal(npm.status, 0, `npm install ${wanted.join(" ")} in ${PROJECT}:\n${npm.stdout}${npm.stderr}${npm.error ?? ""}`);
+  for (const name of ["@aws-sdk/client-sqs", "@aws-lambda-powertools/batch"]) {
+    const installed = JSON.parse(readFileSync(join(PROJECT, "node_modules", name, "package.json"), "utf8")) as { version: string };
+    assert.equal(installed.version, pinned[name], name);
   }
 });
 

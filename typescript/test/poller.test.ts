@@ -4,8 +4,9 @@
  * effect runs, a long poll ended by the AbortSignal, failed SQS calls and
  * failed batch entries told to onFailure, a closing message with no closed
  * hook failed loudly, groups applied concurrently and each in order, a hook
- * that throws. No timing assertions: each test waits on a condition, with
- * a deadline only for a hang (the suite runs on loaded two-core machines).
+ * that throws; and the receive loop of one's own the 1.0.0 README showed.
+ * No timing assertions: each test waits on a condition, with a deadline
+ * only for a hang (the suite runs on loaded two-core machines).
  */
 
 import assert from "node:assert/strict";
@@ -22,7 +23,19 @@ import {
   type ReceiveMessageCommandOutput,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { Counts, Inbox, NoClosedHookError, Poller, type PollerCallOptions, type PollerClient, type Result } from "../src/consume/index.js";
+import {
+  Counts,
+  Inbox,
+  NoClosedHookError,
+  Poller,
+  applyMessage,
+  fromQueue,
+  type ApplyFunc,
+  type PollerCallOptions,
+  type PollerClient,
+  type Result,
+  type SQSMessageLike,
+} from "../src/consume/index.js";
 import { createQueue, deleteQueue, queueCounts, sendAsOutflow, sqsClient, until } from "./queues.js";
 import { createInboxTable, liveSuite } from "./tables.js";
 
@@ -301,4 +314,56 @@ queueTest("a hook that throws rejects run with its error once its batch is settl
   const left = await queueCounts(sqs, url);
   assert.equal(left.inFlight, 0, JSON.stringify(left));
   assert.equal(left.visible + applied.length, 2, JSON.stringify(left));
+});
+
+/** The receive loop the 1.0.0 README showed (its log line aside): a loop of one's own on applyMessage and fromQueue. */
+async function consumeBatch(queueUrl: string, messages: readonly SQSMessageLike[], apply: ApplyFunc, closed: ApplyFunc): Promise<string[]> {
+  const done: string[] = [];
+  const failedGroups = new Set<string>();
+  for (const message of messages) {
+    const group = queueUrl.endsWith(".fifo") ? (message.Attributes?.MessageGroupId ?? "") : "";
+    if (failedGroups.has(group)) continue; // behind its group's failure: it comes back, in order
+    try {
+      await applyMessage(fromQueue(queueUrl, message), apply, closed);
+      done.push(message.ReceiptHandle ?? "");
+    } catch {
+      if (group !== "") failedGroups.add(group);
+    }
+  }
+  return done;
+}
+
+inboxQueueTest("the 1.0.0 README's own receive loop (applyMessage, fromQueue, an Inbox used inside apply) still works", true, async (sqs, url, db, table) => {
+  for (const m of [
+    { key: "a", group: "g", seq: 1 },
+    { key: "closes-2", group: "g", seq: 2, closed: "dead-letter" },
+    { key: "c", group: "g", seq: 4 }, // a gap: place 3 has not come
+  ]) {
+    await sendAsOutflow(sqs, url, m);
+  }
+  const inbox = new Inbox(db, table, "c1");
+  const applied: string[] = [];
+  const apply: ApplyFunc = async (m) => {
+    await inbox.apply(m, []);
+    applied.push(m.key);
+  };
+  const received: SQSMessageLike[] = [];
+  await until(
+    async () => {
+      const out = await sqs.send(
+        new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ["All"], MessageSystemAttributeNames: ["MessageGroupId"] }),
+      );
+      received.push(...(out.Messages ?? []));
+      return received.length >= 3;
+    },
+    "three messages",
+  );
+  const done = await consumeBatch(url, received, apply, (m) => inbox.close(m));
+  assert.equal(done.length, 2, "a and the closing message are done; c waits for place 3");
+  assert.deepStrictEqual(applied, ["a"]);
+  const handles = new Set(done);
+  assert.deepStrictEqual(
+    received.filter((m) => handles.has(m.ReceiptHandle ?? "")).map((m) => m.MessageAttributes?.["outflow.key"]?.StringValue),
+    ["a", "closes-2"],
+  );
 });

@@ -54,6 +54,8 @@ export interface Sent {
   closed?: string | undefined;
   /** The body, {"key": KEY} when absent. */
   body?: string | undefined;
+  /** The FIFO deduplication id, when not the key's (a copy sent again). */
+  dedup?: string | undefined;
 }
 
 /**
@@ -75,7 +77,7 @@ export async function sendAsOutflow(sqs: SQSClient, url: string, m: Sent): Promi
       QueueUrl: url,
       MessageBody: m.body ?? JSON.stringify({ key: m.key }),
       MessageAttributes: attrs,
-      ...(fifo ? { MessageGroupId: m.group ?? "g", MessageDeduplicationId: m.key + (m.closed !== undefined ? "-closed" : "") } : {}),
+      ...(fifo ? { MessageGroupId: m.group ?? "g", MessageDeduplicationId: m.dedup ?? m.key + (m.closed !== undefined ? "-closed" : "") } : {}),
     }),
   );
   return out.MessageId ?? "";

@@ -3,8 +3,12 @@
  * with tsc (strict: a README that no longer type-checks fails), run
  * against the project's moto server, in order, as an adopter would run
  * them; then what each did is checked: the rows the producer example
- * staged, the inbox table the recipe made, the consumer's handler and
- * receive loop applied to messages as SQS gives them.
+ * staged, the inbox table the recipe made, the consumer's service run on a
+ * moto queue until it applied what was sent and then stopped by its
+ * SIGTERM listener, its Lambda handler and its Powertools handler given
+ * batches as Lambda gives them. A block whose first line is `// name.ts`
+ * is written as that file (the consumer's blocks import ./ledger.js); the
+ * others as blockN.ts.
  *
  * Two test files register them: readme.test.ts, with the blocks under
  * typescript/dist/ (the package imports itself by name), and
@@ -27,16 +31,28 @@ import {
   DescribeTimeToLiveCommand,
   GetItemCommand,
   PutItemCommand,
+  type GetItemCommandOutput,
   ScanCommand,
   type DynamoDBClient,
 } from "@aws-sdk/client-dynamodb";
-import type { ApplyFunc, BatchResponse, Inbox, LambdaSQSEvent, SQSMessageLike } from "../src/consume/index.js";
+import type { BatchResponse, Counts, LambdaSQSEvent } from "../src/consume/index.js";
+import { createQueue, deleteQueue, queueCounts, sendAsOutflow, sqsClient, until } from "./queues.js";
 import { createInboxTable, createOutboxTable, liveSuite } from "./tables.js";
 import { PRODUCER, toSdk, type Json } from "./vectors.js";
 
-/** The ```ts blocks of a README, in order. */
-export function blocks(markdown: string): string[] {
-  return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
+/** A ```ts block of a README: its file's name (without .ts) and its code. */
+export interface Block {
+  name: string;
+  code: string;
+}
+
+/** The ```ts blocks of a README, in order: named by a first line `// name.ts`, else blockN. */
+export function blocks(markdown: string): Block[] {
+  return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m, i) => {
+    const code = m[1] as string;
+    const named = /^\/\/ ([A-Za-z][A-Za-z0-9_-]*)\.ts\n/.exec(code);
+    return { name: named?.[1] ?? `block${i + 1}`, code };
+  });
 }
 
 /** The compiler options the blocks are compiled with: an adopter's Node project (with @types/node), strict. */
@@ -88,13 +104,6 @@ function lambdaRecord(id: string, key: string, amount: number, queueArn: string,
   };
 }
 
-/** The same message as @aws-sdk/client-sqs's ReceiveMessage gives it. */
-function sdkMessage(r: Json): SQSMessageLike {
-  const attrs: Record<string, { StringValue: string; DataType: string }> = {};
-  for (const [k, v] of Object.entries(r.messageAttributes as Record<string, Json>)) attrs[k] = { StringValue: v.stringValue, DataType: v.dataType };
-  return { MessageId: r.messageId, ReceiptHandle: r.receiptHandle, Body: r.body, Attributes: r.attributes, MessageAttributes: attrs };
-}
-
 async function balance(db: DynamoDBClient): Promise<number> {
   const out = await db.send(new GetItemCommand({ TableName: "ledger", Key: { pk: { S: "balance" } }, ConsistentRead: true }));
   return Number(out.Item?.["total"]?.N ?? "0");
@@ -112,9 +121,13 @@ function tsc(options: ExamplesOptions, dir: string, config: string, name: string
 export function readmeExamples(options: ExamplesOptions): void {
   const BLOCKS = blocks(readFileSync(options.readme, "utf8"));
 
-  test("the README has its examples: the producer, the inbox table, the consumer, the receive loop", () => {
+  test("the README has its examples: the producer, the inbox table, the consumer's ledger, service, Lambda and Powertools handlers", () => {
     // A block dropped or its fence renamed would go unchecked: count them.
-    assert.equal(BLOCKS.length, 4, `${options.readme} has ${BLOCKS.length} ts blocks`);
+    assert.equal(BLOCKS.length, 6, `${options.readme} has ${BLOCKS.length} ts blocks`);
+    assert.deepStrictEqual(
+      BLOCKS.map((b) => b.name),
+      ["block1", "block2", "ledger", "service", "lambda", "powertools"],
+    );
   });
 
   let dir = "";
@@ -127,19 +140,18 @@ export function readmeExamples(options: ExamplesOptions): void {
     if (dir !== "" && !process.env["OUTFLOW_KEEP_README"]) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** The compiled blocks' paths; compiling them is the first test, and the others need it. */
-  let compiled: string[] | null = null;
+  /** The compiled blocks' paths by name; compiling them is the first test, and the others need it. */
+  let compiled: Map<string, string> | null = null;
 
   test("the README's examples compile with tsc --strict", () => {
-    const names = BLOCKS.map((code, i) => {
-      const name = `block${i + 1}`;
+    const names = BLOCKS.map(({ name, code }) => {
       writeFileSync(join(dir, name + ".ts"), code);
       return name;
     });
     const config = { compilerOptions: { ...NODENEXT, rootDir: ".", outDir: "out" }, include: ["*.ts"] };
     writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(config, null, 2));
     tsc(options, dir, "tsconfig.json", "NodeNext");
-    compiled = names.map((n) => join(dir, "out", n + ".js"));
+    compiled = new Map(names.map((n) => [n, join(dir, "out", n + ".js")]));
   });
 
   for (const [name, compilerOptions] of Object.entries(options.typecheck ?? {})) {
@@ -153,11 +165,11 @@ export function readmeExamples(options: ExamplesOptions): void {
 
   const suite = liveSuite();
 
-  /** Runs a compiled block, as `node block.js` would: its top level, once; its exports. */
-  async function runBlock(i: number): Promise<Record<string, unknown>> {
+  /** Runs a compiled block, as `node name.js` would: its top level, once; its exports. */
+  async function runBlock(name: string): Promise<Record<string, unknown>> {
     assert.ok(compiled !== null, "the blocks compiled");
-    const path = compiled[i];
-    assert.ok(path !== undefined, `block ${i + 1} exists`);
+    const path = compiled.get(name);
+    assert.ok(path !== undefined, `block ${name} exists`);
     return (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   }
 
@@ -193,7 +205,7 @@ export function readmeExamples(options: ExamplesOptions): void {
           AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }],
         }),
       );
-      await runBlock(0);
+      await runBlock("block1");
       const staged = (await db.send(new ScanCommand({ TableName: "outbox", ConsistentRead: true }))).Items ?? [];
       const rows = staged.filter((i) => i["queue"] !== undefined);
       const byKey = new Map(rows.map((i) => [i["pk"]?.S, i]));
@@ -207,62 +219,122 @@ export function readmeExamples(options: ExamplesOptions): void {
     });
 
     await t.test("the inbox table recipe makes the table, TTL on expires_at", async () => {
-      await runBlock(1);
+      await runBlock("block2");
       const ttl = await db.send(new DescribeTimeToLiveCommand({ TableName: "ledger-inbox" }));
       assert.equal(ttl.TimeToLiveDescription?.AttributeName, "expires_at");
       assert.equal(ttl.TimeToLiveDescription?.TimeToLiveStatus, "ENABLED");
     });
 
     await createInboxTable(db, "ledger"); // the consumer's own table, where its effect goes
-    const consumer = await runBlock(2);
-    const handler = consumer["handler"] as (event: LambdaSQSEvent) => Promise<BatchResponse>;
-    const apply = consumer["apply"] as ApplyFunc;
-    const inbox = consumer["inbox"] as Inbox;
-    assert.equal(typeof handler, "function", "the consumer exports its handler");
-    if (options.checkConsumer) await options.checkConsumer(dir, consumer);
+    const ledger = await runBlock("ledger");
+    assert.equal(typeof ledger["effect"], "function", "the ledger exports its effect");
+    if (options.checkConsumer) await options.checkConsumer(dir, ledger);
+
+    await t.test("the service applies what reaches its queue, each group in order, until SIGTERM stops it", async (st) => {
+      assert.ok(suite.moto !== null);
+      const logged = st.mock.method(console, "log", () => {});
+      const warned = st.mock.method(console, "warn", () => {});
+      const sqs = sqsClient(suite.moto);
+      const url = await createQueue(sqs, "ledger-", true);
+      try {
+        // The service's SQSClient finds moto as the DynamoDB client does, and its queue by LEDGER_QUEUE_URL.
+        process.env["AWS_ENDPOINT_URL_SQS"] = suite.moto.url;
+        process.env["LEDGER_QUEUE_URL"] = url;
+        const amount = (n: number) => JSON.stringify({ amount: n });
+        for (const m of [
+          { key: "a", group: "acct-1", seq: 1, body: amount(5) },
+          { key: "b", group: "acct-1", seq: 2, body: amount(7) },
+          { key: "c", group: "acct-1", seq: 3, body: amount(11) },
+          { key: "d", group: "acct-2", seq: 1, body: amount(100) },
+          { key: "closes-2", group: "acct-2", seq: 2, closed: "purged", body: "{}" }, // a place that will not come
+          { key: "f", group: "acct-2", seq: 3, body: amount(1000) },
+          { key: "a", group: "acct-1", seq: 1, body: amount(5), dedup: "a-again" }, // a copy: a duplicate
+        ]) {
+          await sendAsOutflow(sqs, url, m);
+        }
+        const before = new Set(process.listeners("SIGTERM"));
+        let failed: unknown = undefined;
+        const running = runBlock("service");
+        running.catch((e: unknown) => {
+          failed = e;
+        });
+        const check = () => {
+          if (failed !== undefined) throw failed;
+        };
+        let listener: ((signal: NodeJS.Signals) => void) | undefined;
+        await until(() => {
+          check();
+          listener = process.listeners("SIGTERM").find((l) => !before.has(l));
+          return listener !== undefined;
+        }, "the service's SIGTERM listener");
+        await until(async () => {
+          check();
+          const left = await queueCounts(sqs, url);
+          return (await balance(db)) === 1123 && left.visible + left.inFlight === 0;
+        }, "the service to apply every message and delete it");
+        // What a container's stop sends: the listener the block added, called as a signal would.
+        assert.ok(listener !== undefined);
+        process.removeListener("SIGTERM", listener);
+        listener("SIGTERM");
+        const service = await running;
+        const counts = service["counts"] as Counts;
+        assert.deepStrictEqual(
+          [counts.applied, counts.closed, counts.duplicate, counts.late, counts.gap, counts.failed, counts.skipped],
+          [5, 1, 1, 0, 0, 0, 0],
+        );
+        assert.equal(await balance(db), 1123, "each amount once");
+        for (const group of ["acct-1", "acct-2"]) {
+          const got: GetItemCommandOutput = await db.send(
+            new GetItemCommand({ TableName: "ledger-inbox", Key: { pk: { S: `cursor billing ${group}` } }, ConsistentRead: true }),
+          );
+          assert.deepStrictEqual(got.Item?.["seq"], { N: "3" }, `${group} applied in order, past its closed place`);
+        }
+        assert.match(String(logged.mock.calls.at(-1)?.arguments[0]), /^stopped: \{"applied":5,/);
+        assert.equal(warned.mock.callCount(), 0);
+      } finally {
+        await deleteQueue(sqs, url);
+        sqs.destroy();
+      }
+    });
 
     await t.test("the Lambda handler applies each message once, a FIFO group in order", async () => {
+      const handler = (await runBlock("lambda"))["handler"] as (event: LambdaSQSEvent) => Promise<BatchResponse>;
+      assert.equal(typeof handler, "function", "the Lambda block exports its handler");
+      const start = await balance(db);
       const fifo = "arn:aws:sqs:us-east-1:123456789012:ledger.fifo";
-      const a = lambdaRecord("1", "a", 5, fifo, "acct-1", 1);
-      const b = lambdaRecord("2", "b", 7, fifo, "acct-1", 2);
-      const c = lambdaRecord("3", "c", 11, fifo, "acct-1", 3);
+      const a = lambdaRecord("1", "la", 5, fifo, "acct-3", 1);
+      const b = lambdaRecord("2", "lb", 7, fifo, "acct-3", 2);
+      const c = lambdaRecord("3", "lc", 11, fifo, "acct-3", 3);
       // c's place before b's: a gap, reported with its group's later messages.
       let resp = await handler({ Records: [a, c, b] });
       assert.deepStrictEqual(resp.batchItemFailures, [{ itemIdentifier: "3" }, { itemIdentifier: "2" }]);
-      assert.equal(await balance(db), 5);
+      assert.equal(await balance(db), start + 5);
       // The redelivery: a is a duplicate (done), b and c apply in turn.
       resp = await handler({ Records: [a, b, c] });
       assert.deepStrictEqual(resp.batchItemFailures, []);
-      assert.equal(await balance(db), 23);
-      const cursor = await db.send(new GetItemCommand({ TableName: "ledger-inbox", Key: { pk: { S: "cursor billing acct-1" } }, ConsistentRead: true }));
+      assert.equal(await balance(db), start + 23);
+      const cursor = await db.send(new GetItemCommand({ TableName: "ledger-inbox", Key: { pk: { S: "cursor billing acct-3" } }, ConsistentRead: true }));
       assert.deepStrictEqual(cursor.Item?.["seq"], { N: "3" });
     });
 
-    await t.test("the receive loop applies a batch and says which messages to delete", async (st) => {
-      const logged = st.mock.method(console, "error", () => {});
-      const url = "https://sqs.us-east-1.amazonaws.com/123456789012/ledger.fifo";
-      const arn = "arn:aws:sqs:us-east-1:123456789012:ledger.fifo";
-      const consumeBatch = (await runBlock(3))["consumeBatch"] as (
-        url: string,
-        messages: readonly SQSMessageLike[],
-        apply: ApplyFunc,
-        closed: ApplyFunc,
-      ) => Promise<string[]>;
-      const batch = [
-        lambdaRecord("10", "d", 100, arn, "acct-2", 1),
-        lambdaRecord("11", "f", 1000, arn, "acct-2", 3), // a gap: left, and its group's later messages too
-        lambdaRecord("12", "e", 10, arn, "acct-2", 2),
-        lambdaRecord("13", "x", 1, arn, "acct-3", 1),
-        lambdaRecord("14", "a", 5, arn, "acct-1", 1), // a copy of a message applied above: done, deleted
-      ].map(sdkMessage);
-      const done = await consumeBatch(url, batch, apply, (m) => inbox.close(m));
-      assert.deepStrictEqual(done, ["r-10", "r-13", "r-14"]);
-      assert.equal(await balance(db), 23 + 100 + 1);
-      // The failure is logged; the messages behind it in its group are left unread.
-      assert.deepStrictEqual(
-        logged.mock.calls.map((c) => String(c.arguments[0]).replace(/:.*/s, "")),
-        ["message 11"],
-      );
+    await t.test("the Powertools handler applies a FIFO batch with the processor, a closing message closing its place", async () => {
+      const handler = (await runBlock("powertools"))["handler"] as (event: LambdaSQSEvent, context: unknown) => Promise<BatchResponse>;
+      assert.equal(typeof handler, "function", "the Powertools block exports its handler");
+      const start = await balance(db);
+      const fifo = "arn:aws:sqs:us-east-1:123456789012:ledger.fifo";
+      const closing = lambdaRecord("22", "pclose", 0, fifo, "acct-4", 2);
+      (closing["messageAttributes"] as Json)["outflow.closed"] = { stringValue: "purged", dataType: "String" };
+      const records = [
+        lambdaRecord("21", "p1", 1, fifo, "acct-4", 1),
+        closing,
+        lambdaRecord("23", "p3", 2, fifo, "acct-4", 3),
+        lambdaRecord("24", "q2", 1000, fifo, "acct-5", 2), // a gap: acct-5's first place has not come
+      ];
+      const resp = await handler({ Records: records }, {});
+      assert.deepStrictEqual(resp.batchItemFailures, [{ itemIdentifier: "24" }]);
+      assert.equal(await balance(db), start + 3);
+      const cursor = await db.send(new GetItemCommand({ TableName: "ledger-inbox", Key: { pk: { S: "cursor billing acct-4" } }, ConsistentRead: true }));
+      assert.deepStrictEqual(cursor.Item?.["seq"], { N: "3" });
     });
   });
 }
