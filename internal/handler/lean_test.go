@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/stretchr/testify/assert"
@@ -115,4 +117,49 @@ func TestLean_TheWakeDeliversLeanRowsWithNoIndexWriteAndTheBackstopFindsTheOnesT
 	counts, err := store.Backstopped(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, counts.Total)
+}
+
+// A lean function notes lean for the backstop at its cold start whether
+// or not its publish writes: the instance that wrote the configuration
+// may have failed to note it, and a dispatcher switched off lean before
+// the first scheduled sweep would then never look for the rows staged
+// lean meanwhile (review of issue 50).
+func TestLean_EveryColdStartNotesLeanEvenWhenTheConfigurationIsAlreadyPublished(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table, queue := awstest.NewTable(t), awstest.NewQueue(t, false)
+	env := map[string]string{"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": "orders=" + queue, "OUTFLOW_LEAN": "true"}
+	coldStart := func() *handler.Runtime {
+		rt, err := handler.Setup(awstest.TestConfig(t), func(k string) string { return env[k] }, &syncBuffer{})
+		require.NoError(t, err)
+		return rt
+	}
+	store, err := dynamo.New(awstest.DynamoDB(t), dynamo.Config{Table: table, Shards: 1})
+	require.NoError(t, err)
+	leanAt := func() time.Time {
+		t.Helper()
+		counts, err := store.Backstopped(ctx)
+		require.NoError(t, err)
+		return counts.LeanAt
+	}
+
+	// Phase 1: the first cold start publishes lean and notes it.
+	_, err = handler.NewWake(coldStart()).Handle(ctx, events.DynamoDBEvent{})
+	require.NoError(t, err)
+	require.False(t, leanAt().IsZero(), "the first publish notes lean")
+
+	// Phase 2: as if that note had failed, the backstop item has none.
+	_, err = awstest.DynamoDB(t).UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key:              map[string]ddbtypes.AttributeValue{dynamo.AttrKey: &ddbtypes.AttributeValueMemberS{Value: dynamo.BackstopKey}},
+		UpdateExpression: aws.String("REMOVE lean_at")})
+	require.NoError(t, err)
+	require.True(t, leanAt().IsZero())
+
+	// Phase 3: the next cold start (a wake, which runs no backstop) finds
+	// the configuration current and writes none of it, and notes lean all
+	// the same.
+	_, err = handler.NewWake(coldStart()).Handle(ctx, events.DynamoDBEvent{})
+	require.NoError(t, err)
+	require.False(t, leanAt().IsZero(), "a cold start that publishes nothing still notes lean")
 }

@@ -29,6 +29,9 @@ type publisher struct {
 	// checked is when the item was last found or made current (Unix
 	// nanoseconds; 0: never).
 	checked atomic.Int64
+	// leanNoted is whether this instance has recorded lean in the
+	// backstop item (Store.NoteLean).
+	leanNoted atomic.Bool
 }
 
 // republishEvery is how often the wake checks the published item again.
@@ -42,19 +45,24 @@ func (rt *Runtime) publish(ctx context.Context, every time.Duration) {
 	if p == nil || (p.checked.Load() != 0 && now.Sub(time.Unix(0, p.checked.Load())) < every) {
 		return
 	}
+	if p.what.Lean && rt.Backstop != nil && !p.leanNoted.Load() {
+		// Lean is on from here: the backstop must run even if lean is
+		// switched off before a scheduled sweep sees it on. Noted once
+		// per instance, whether or not this publish writes (an earlier
+		// one that wrote may have failed to note it), and tried again at
+		// each check until it is.
+		if err := rt.Backstop.NoteLean(ctx, now); err != nil {
+			rt.Log.WarnContext(ctx, "noting lean for the backstop failed; tried again at the next check", "error", err)
+		} else {
+			p.leanNoted.Store(true)
+		}
+	}
 	wrote, err := dynamo.Publish(ctx, p.api, p.table, p.what, p.by, now)
 	if err != nil {
 		rt.Log.WarnContext(ctx, "publish configuration failed; producers and the CLI check rows against the one published before, if any", "error", err)
 		return
 	}
 	p.checked.Store(now.UnixNano())
-	if wrote && p.what.Lean && rt.Backstop != nil {
-		// Lean is on from here: the backstop must run even if it is
-		// switched off before a scheduled sweep sees it.
-		if err := rt.Backstop.NoteLean(ctx, now); err != nil {
-			rt.Log.WarnContext(ctx, "noting lean for the backstop failed; the next sweep notes it", "error", err)
-		}
-	}
 	if wrote {
 		rt.Log.InfoContext(ctx, "published configuration", "table", p.table, "routes", p.what.RoutesString(), "ordered", p.what.OrderedString(),
 			"shards", p.what.Shards, "max_message_bytes", p.what.MaxMessageBytes)
