@@ -206,7 +206,7 @@ test("Poller: what it asks SQS for; waits and visibility in whole seconds, round
       WaitTimeSeconds: 1,
       VisibilityTimeout: 2,
       MessageAttributeNames: ["All"],
-      MessageSystemAttributeNames: ["MessageGroupId"],
+      MessageSystemAttributeNames: ["MessageGroupId", "SequenceNumber"],
     },
   ]);
   const base = { sqs: client as unknown as PollerClient, queueUrl: "q", apply: () => {} };
@@ -217,6 +217,18 @@ test("Poller: what it asks SQS for; waits and visibility in whole seconds, round
   assert.throws(() => new Poller({ ...base, queueUrl: "" }), TypeError);
   assert.throws(() => new Poller({ ...base, apply: undefined as unknown as () => void }), TypeError);
   assert.throws(() => new Poller({ ...base, sqs: {} as PollerClient }), TypeError);
+  // One loop at a time.
+  const longPoll = {
+    // A long poll that ends only with the run's signal, as the SDK's call does.
+    send: (_command: unknown, options?: { abortSignal?: AbortSignal }) =>
+      new Promise((_, reject) => options?.abortSignal?.addEventListener("abort", () => reject(new Error("aborted")), { once: true })),
+  };
+  const twice = new Poller({ ...base, sqs: longPoll as unknown as PollerClient });
+  const halt = new AbortController();
+  const first = twice.run(halt.signal);
+  await assert.rejects(twice.run(halt.signal), /running already/);
+  halt.abort();
+  await first;
   // Stopped before it starts: not one receive.
   const idle = new RecordingClient(() => {});
   await new Poller({ ...base, sqs: idle as unknown as PollerClient }).run(AbortSignal.abort());

@@ -183,6 +183,8 @@ export class Poller {
   private readonly metrics: ((line: string) => void) | undefined;
   /** The first error a hook threw: run rejects with it once its batch is settled. */
   private hookError: { error: unknown } | undefined;
+  /** Whether run is running. */
+  private running = false;
 
   /** A poller of options.queueUrl; nothing is received until run. */
   constructor(options: PollerOptions) {
@@ -224,6 +226,19 @@ export class Poller {
    * loaded.
    */
   async run(signal?: AbortSignal): Promise<void> {
+    // One loop per Poller: two would share its hook error, and a shutdown
+    // would have to reach both. Make another Poller to poll twice.
+    if (this.running) throw new Error("consume: this Poller is running already");
+    this.running = true;
+    try {
+      await this.loop(signal);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /** run's loop: receive and apply until signal aborts. */
+  private async loop(signal: AbortSignal | undefined): Promise<void> {
     const sqs = await loadSqs();
     this.hookError = undefined;
     let failures = 0;
@@ -237,7 +252,8 @@ export class Poller {
             WaitTimeSeconds: this.wait,
             VisibilityTimeout: this.visibility,
             MessageAttributeNames: ["All"],
-            MessageSystemAttributeNames: ["MessageGroupId"],
+            // The group orders a FIFO queue's messages; the sequence number is asked for as Python's loop asks, for a hook to log.
+            MessageSystemAttributeNames: ["MessageGroupId", "SequenceNumber"],
           }),
           // The signal ends a long poll at once: a shutdown does not wait up to 20 s for it.
           signal !== undefined ? { abortSignal: signal } : {},
