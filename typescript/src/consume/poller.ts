@@ -222,8 +222,8 @@ export class Poller {
    * again at once, and resolves. A failed receive is reported to onFailure
    * and retried after 1 to 6 seconds. It rejects only when a hook
    * (onResult, onFailure, log, metrics) throws, with that error, once the
-   * batch it threw in is settled, or when @aws-sdk/client-sqs cannot be
-   * loaded.
+   * batch it threw in is settled; when @aws-sdk/client-sqs cannot be
+   * loaded; or when this Poller is running already.
    */
   async run(signal?: AbortSignal): Promise<void> {
     // One loop per Poller: two would share its hook error, and a shutdown
@@ -252,7 +252,8 @@ export class Poller {
             WaitTimeSeconds: this.wait,
             VisibilityTimeout: this.visibility,
             MessageAttributeNames: ["All"],
-            // The group orders a FIFO queue's messages; the sequence number is asked for as Python's loop asks, for a hook to log.
+            // The group orders a FIFO queue's messages. The sequence number is
+            // asked for as the issue and Python's loop ask; decoding reads only the group.
             MessageSystemAttributeNames: ["MessageGroupId", "SequenceNumber"],
           }),
           // The signal ends a long poll at once: a shutdown does not wait up to 20 s for it.
