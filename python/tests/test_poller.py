@@ -238,6 +238,33 @@ def test_stop_during_a_long_poll_returns_without_waiting_for_it(sqs: Any) -> Non
 
 
 @pytest.mark.live
+def test_a_long_poll_abandoned_at_stop_gives_back_what_it_receives(sqs: Any) -> None:
+    url = create_queue(sqs, fifo=False)
+    try:
+        spy = Spy(sqs)
+        heard: list[consume.Result] = []
+        applied: list[str] = []
+        p = consume.Poller(spy, url, lambda m: applied.append(m.key), wait=20, on_result=heard.append)
+        t = threading.Thread(target=p.run, daemon=True)
+        t.start()
+        eventually(spy.receiving.is_set, "a long poll")
+        p.stop()
+        t.join(DEADLINE)
+        assert not t.is_alive()
+        if spy.received.is_set():
+            pytest.skip("the long poll was answered before the message was sent: nothing to give back")
+        # A message for the poll still in flight: it is received, not
+        # applied, and made visible again at once.
+        send(sqs, url, False, {"key": "late-comer"})
+        eventually(lambda: len(heard) == 1, "the abandoned poll's result")
+        eventually(lambda: queue_counts(sqs, url) == (1, 0), "the message visible again")
+        assert heard[0].outcome == consume.Outcome.SKIPPED and heard[0].message is not None and heard[0].message.key == "late-comer"
+        assert applied == []
+    finally:
+        sqs.delete_queue(QueueUrl=url)
+
+
+@pytest.mark.live
 def test_sigterm_stops_run_which_finishes_the_message_it_started(dynamodb: DynamoDBClient, sqs: Any, inbox_table: str) -> None:
     assert threading.current_thread() is threading.main_thread(), "signal handlers are the main thread's"
     url = create_queue(sqs, fifo=True)
@@ -350,6 +377,28 @@ def test_a_closing_message_without_a_closed_hook_fails_loudly(sqs: Any, caplog: 
         doc = json.loads(lines[0])
         assert doc[consume.METRIC_NO_CLOSED_HOOK] == 1 and doc["Queue"] == queue
         assert queue_counts(sqs, url) == (1, 1), "b left to its visibility timeout, c visible again"
+    finally:
+        sqs.delete_queue(QueueUrl=url)
+
+
+@pytest.mark.live
+def test_a_hook_that_raises_neither_stops_the_loop_nor_keeps_a_message(sqs: Any, caplog: pytest.LogCaptureFixture) -> None:
+    url = create_queue(sqs, fifo=False)
+    try:
+        send(sqs, url, False, {"key": "k"})
+        heard: list[consume.Result] = []
+
+        def on_result(r: consume.Result) -> None:
+            heard.append(r)
+            raise RuntimeError("a bug in the hook")
+
+        p = consume.Poller(sqs, url, lambda m: None, wait=1, on_result=on_result)
+        with caplog.at_level(logging.ERROR, logger="outflowhq.consume"):
+            r = Running(p)
+            eventually(lambda: len(heard) == 1 and queue_counts(sqs, url) == (0, 0), "the message applied and deleted")
+            r.stop()
+        assert heard[0].outcome == consume.Outcome.APPLIED
+        assert "a hook raised" in caplog.text
     finally:
         sqs.delete_queue(QueueUrl=url)
 

@@ -119,7 +119,10 @@ class Poller:
         message started and not done and why, and of each failed SQS call
         or batch entry (message id "" for a call); on_result of what
         became of each message received (Result), once per delivery. The
-        hooks are called one at a time, never concurrently."""
+        hooks are called one at a time, never concurrently; what one raises
+        is logged at ERROR and goes no further, so that a hook's bug
+        neither stops the loop nor keeps a message that is done from being
+        deleted."""
         if sqs is None or not queue_url or apply is None:
             raise ValueError("poller: sqs, queue_url and apply are required")
         v = _whole_seconds(visibility)
@@ -378,7 +381,7 @@ class Poller:
             self._failed_locked(message_id, error)
 
     def _failed_locked(self, message_id: str, error: BaseException) -> None:
-        loud(error, self._queue, message_id, self.logger, self.metrics)
+        self._call(loud, error, self._queue, message_id, self.logger, self.metrics)  # metrics is the user's too
         if self.on_failure is not None:
             self._call(self.on_failure, message_id, error)
 
