@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import * as outflow from "../src/index.js";
@@ -37,4 +37,14 @@ test("package.json names the licence, and ships LICENSE and NOTICE", () => {
 test("the package exports its version, package.json's (review 49, R49-2)", () => {
   const pkg = JSON.parse(readFileSync(PACKAGE + "package.json", "utf8")) as { version: string };
   assert.equal(outflow.VERSION, pkg.version, "src/version.ts's VERSION differs from package.json's version");
+});
+
+test("npm test runs every test file but the artifact's (which needs the packed tarball's project)", () => {
+  const pkg = JSON.parse(readFileSync(PACKAGE + "package.json", "utf8")) as { scripts: { test: string } };
+  const run = new Set([...pkg.scripts.test.matchAll(/dist\/test\/([a-z0-9-]+)\.test\.js/g)].map((m) => m[1]));
+  const files = readdirSync(PACKAGE + "test")
+    .filter((f) => f.endsWith(".test.ts"))
+    .map((f) => f.slice(0, -".test.ts".length))
+    .filter((f) => f !== "artifact");
+  assert.deepStrictEqual([...run].sort(), files.sort(), "a test file npm test leaves out is never run");
 });
