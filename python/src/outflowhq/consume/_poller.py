@@ -257,9 +257,13 @@ class Poller:
         call = _Receive()
         threading.Thread(target=self._poll, args=(call,), name="outflowhq-poller-receive", daemon=True).start()
         with self._cond:
-            self._wait(lambda: call.done)
-            if not call.done:
-                call.abandoned = True
+            try:
+                self._wait(lambda: call.done)
+            finally:
+                # Stopped, or interrupted (Ctrl-C without handle_signals):
+                # the poll gives back what it receives.
+                call.abandoned = not call.done
+            if call.abandoned:
                 return None
         if call.error is not None:
             raise call.error
@@ -285,9 +289,9 @@ class Poller:
             abandoned = call.abandoned
             self._cond.notify_all()
         if abandoned and messages:
+            self._set_visibility(messages, 0, "release")
             for raw in messages:
                 self._report(self._skipped(raw, "not applied: the poller was stopped first"), started=False)
-            self._set_visibility(messages, 0, "release")
 
     # A batch.
 
