@@ -12,7 +12,6 @@ import (
 
 	"github.com/outflowhq/outflow/internal/dynamo"
 	"github.com/outflowhq/outflow/internal/operate"
-	"github.com/outflowhq/outflow/internal/outbox"
 )
 
 // funcs are the templates' helpers. Each returns plain text, which
@@ -30,7 +29,7 @@ var funcs = template.FuncMap{
 	"clipped": func(s string, n int) bool { return short(s, n) != s },
 	// deadOutcome is a dead letter's outcome, from its closed.
 	"deadOutcome": func(closed string) operate.Outcome {
-		return operate.OutcomeOf(outbox.StatusFailed, closed, 0, false, false)
+		return operate.ListedOutcome(closed, 0)
 	},
 }
 

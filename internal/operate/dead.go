@@ -39,10 +39,9 @@ func marked(ctx context.Context, op *dynamo.Operator, refs []dynamo.DeadRef, ord
 	blocks := Blocks(ordered)
 	dead := make([]DeadLetter, len(refs))
 	for i, d := range refs {
-		// Every entry of the dead index is failed. The index does not
-		// project redriven_at, so the detail does not say whether the
-		// row was redriven before (dead show does).
-		o := OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false, false)
+		// Every entry of the dead index is failed. The index projects
+		// neither redriven_at nor unsure_at: dead show says more.
+		o := ListedOutcome(d.Closed, d.Attempt)
 		d.LastError = CodeFirst(d.LastError)
 		dead[i] = DeadLetter{DeadRef: d, BlocksGroup: blocks(d), Outcome: o.Name, OutcomeDetail: o.Detail}
 	}

@@ -122,6 +122,24 @@ func OutcomeOf(status outbox.Status, closed string, attempts int, redriven, unsu
 	if unsure {
 		own = maybeSent
 	}
+	return outcomeOf(status, closed, attempts, redriven, own)
+}
+
+// listedSent is what a list of dead letters says of a row's own message:
+// the dead index does not project unsure_at, so a list cannot tell a row
+// no send of which landed from one a send of which may have (review
+// R50-3); it says so rather than claim the first.
+const listedSent = "its own message was not delivered, unless a send of it ended with its outcome unknown (dead show says)"
+
+// ListedOutcome is OutcomeOf for an entry of the dead index (dead list,
+// stats, the console's lists), which holds a dead letter's closed and
+// attempts but neither redriven_at nor unsure_at.
+func ListedOutcome(closed string, attempts int) Outcome {
+	return outcomeOf(outbox.StatusFailed, closed, attempts, false, listedSent)
+}
+
+// outcomeOf is OutcomeOf with what it says of the row's own message.
+func outcomeOf(status outbox.Status, closed string, attempts int, redriven bool, own string) Outcome {
 	after := ""
 	if redriven {
 		after = " after a redrive"

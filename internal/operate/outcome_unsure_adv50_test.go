@@ -45,4 +45,12 @@ func TestAdv50_ADeadLetterWhoseSendEndedUnsureIsNotSaidToBeUndelivered(t *testin
 	require.True(t, shown.Errors[0].Unsure, "its history says the send may have landed")
 	require.NotContains(t, shown.OutcomeDetail, "was not delivered",
 		"outcome %s: a send whose outcome is unknown may have been delivered", shown.Outcome)
+
+	// The list reads the dead index, which has no unsure_at: it says it
+	// cannot tell, never a firm "not delivered".
+	listed, err := operate.ListDead(ctx, op, dynamo.DeadQuery{}, 10, nil)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	require.Equal(t, operate.OutcomeDeadLetter, listed[0].Outcome)
+	require.Contains(t, listed[0].OutcomeDetail, "unless a send of it ended with its outcome unknown (dead show says)")
 }

@@ -83,7 +83,7 @@ func deadOutcomes(ctx context.Context, op *dynamo.Operator) (map[string]int, err
 		if outbox.FIFORoute(d.Queue) {
 			fifo = append(fifo, d)
 		} else {
-			out[OutcomeOf(outbox.StatusFailed, "", d.Attempt, false, false).Name]++
+			out[ListedOutcome("", d.Attempt).Name]++
 		}
 		return nil
 	})
@@ -95,7 +95,7 @@ func deadOutcomes(ctx context.Context, op *dynamo.Operator) (map[string]int, err
 		return nil, err
 	}
 	for _, d := range fifo {
-		out[OutcomeOf(outbox.StatusFailed, d.Closed, d.Attempt, false, false).Name]++
+		out[ListedOutcome(d.Closed, d.Attempt).Name]++
 	}
 	return out, nil
 }
