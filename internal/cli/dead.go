@@ -121,6 +121,9 @@ func printRow(w io.Writer, s *operate.Row) {
 	if s.BlocksGroup {
 		fmt.Fprintln(w, "blocks group\tyes: the later rows of its group wait until it is redriven or purged")
 	}
+	if s.MayHaveClosed {
+		fmt.Fprintln(w, "place\tmay be closed at the consumer: a redrive needs --late (the row would arrive late); a purge closes it for certain")
+	}
 	fmt.Fprintf(w, "created\t%s\n", when(s.CreatedAt))
 	if !s.RedrivenAt.IsZero() {
 		fmt.Fprintf(w, "redriven\t%s (last time; attempts count from 1 again after a redrive)\n", when(s.RedrivenAt))

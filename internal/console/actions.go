@@ -17,6 +17,10 @@ const maxKeys = 1000
 type target struct {
 	Keys  []string
 	Queue string
+	// Late is a redrive that moves too the dead letters whose place's
+	// closing message may have reached the consumer (outflow dead
+	// redrive --late).
+	Late bool
 	// At is when the action was asked for: a route's dead letters are
 	// those dead at At, the moment the confirmation counted them, so
 	// that a purge never takes more than it named.
@@ -40,6 +44,7 @@ func (s *Server) targetOf(r *http.Request) (target, string) {
 		}
 	}
 	t.Queue = strings.TrimSpace(r.PostFormValue("queue"))
+	t.Late = r.PostFormValue("late") == "yes"
 	t.At = s.cfg.Now()
 	if ms, err := strconv.ParseInt(r.PostFormValue("at"), 10, 64); err == nil && ms > 0 && time.UnixMilli(ms).Before(t.At) {
 		t.At = time.UnixMilli(ms)
@@ -66,7 +71,11 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, bad)
 		return
 	}
-	res, err := operate.Redrive(r.Context(), s.cfg.Operator, t.Keys, operate.Selection{Queue: t.Queue}, t.At, nil)
+	redrive := operate.Redrive
+	if t.Late {
+		redrive = operate.RedriveLate
+	}
+	res, err := redrive(r.Context(), s.cfg.Operator, t.Keys, operate.Selection{Queue: t.Queue}, t.At, nil)
 	s.done(w, r, t, res, err)
 }
 

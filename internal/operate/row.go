@@ -35,21 +35,26 @@ type Row struct {
 	Outcome       string `json:"outcome"`
 	OutcomeDetail string `json:"outcome_detail"`
 	// Closed is the row's closed as stored (outbox.Row.Closed).
-	Closed       string            `json:"closed,omitempty"`
-	Attempts     int               `json:"attempts"`
-	Group        string            `json:"group,omitempty"`
-	Seq          int64             `json:"seq,omitempty"`
-	Prev         string            `json:"prev,omitempty"`
-	BlocksGroup  bool              `json:"blocks_group"`
-	Attributes   map[string]string `json:"attributes,omitempty"`
-	CreatedAt    time.Time         `json:"created_at,omitzero"`
-	DueAt        time.Time         `json:"due_at,omitzero"`
-	LeaseUntil   time.Time         `json:"lease_until,omitzero"`
-	FailedAt     time.Time         `json:"failed_at,omitzero"`
-	RedrivenAt   time.Time         `json:"redriven_at,omitzero"`
-	LastError    string            `json:"last_error,omitempty"`
-	Errors       []AttemptError    `json:"errors"`
-	PayloadBytes int               `json:"payload_bytes"`
+	Closed      string            `json:"closed,omitempty"`
+	Attempts    int               `json:"attempts"`
+	Group       string            `json:"group,omitempty"`
+	Seq         int64             `json:"seq,omitempty"`
+	Prev        string            `json:"prev,omitempty"`
+	BlocksGroup bool              `json:"blocks_group"`
+	Attributes  map[string]string `json:"attributes,omitempty"`
+	CreatedAt   time.Time         `json:"created_at,omitzero"`
+	DueAt       time.Time         `json:"due_at,omitzero"`
+	LeaseUntil  time.Time         `json:"lease_until,omitzero"`
+	FailedAt    time.Time         `json:"failed_at,omitzero"`
+	RedrivenAt  time.Time         `json:"redriven_at,omitzero"`
+	// MayHaveClosed says, of a dead letter, that the message closing its place may have
+	// reached the consumer (closed unsure or purge-unsure), or the row was
+	// redriven as late before (place_maybe_closed): a redrive needs
+	// --late, as the row could arrive after its place was closed.
+	MayHaveClosed bool           `json:"may_have_closed,omitempty"`
+	LastError     string         `json:"last_error,omitempty"`
+	Errors        []AttemptError `json:"errors"`
+	PayloadBytes  int            `json:"payload_bytes"`
 	// PayloadDropped says the row was delivered and kept as a tombstone,
 	// which holds a digest of its payload and attributes, not them
 	// (issue 50: no personal data held after delivery).
@@ -71,8 +76,9 @@ func Show(ctx context.Context, op *dynamo.Operator, key string, payload bool, or
 	}
 	s := &Row{
 		Key: row.Key, Queue: row.Queue, Status: row.Status, Attempts: row.Attempt, Group: row.Group, Seq: row.Seq, Prev: row.Prev,
-		BlocksGroup: row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq, Closed: row.Closed}),
-		Attributes:  row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
+		BlocksGroup:   row.Status == outbox.StatusFailed && outbox.DeadLetterBlocks(ordered, outbox.Link{Queue: row.Queue, Seq: row.Seq, Closed: row.Closed}),
+		MayHaveClosed: row.Status == outbox.StatusFailed && (outbox.MayHaveClosed(row.Closed) || !row.PlaceMaybeClosed.IsZero()),
+		Attributes:    row.Attributes, CreatedAt: row.CreatedAt, DueAt: row.DueAt, LeaseUntil: row.LeaseUntil, FailedAt: row.FailedAt,
 		RedrivenAt: row.RedrivenAt, LastError: CodeFirst(row.LastError), Errors: make([]AttemptError, len(row.Errors)), PayloadBytes: len(row.Payload),
 	}
 	o := OutcomeOf(row.Status, row.Closed, row.Attempt, !row.RedrivenAt.IsZero(), !row.UnsureAt.IsZero())
