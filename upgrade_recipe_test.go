@@ -1,7 +1,6 @@
 package outflow_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,24 +24,8 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// syncBuffer is a bytes.Buffer the poller's goroutines may write to while
-// the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is output goroutines write while the test reads it.
+type syncBuffer = awstest.SyncBuffer
 
 // A consumer written to 0.1.0's first recipe (an Inbox used inside Apply,
 // no Closed hook, a Poller on SQS queues) meets every kind of message the

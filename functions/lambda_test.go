@@ -99,22 +99,8 @@ func start(t *testing.T, fn string, env []string) (*rie.Emulator, *syncBuffer) {
 	return emu, logs
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is output goroutines write while the test reads it.
+type syncBuffer = awstest.SyncBuffer
 
 // schedulerEvent is what EventBridge Scheduler sends a Lambda target.
 const schedulerEvent = `{"version":"0","id":"5f1a3c3e-0000-4000-8000-000000000000","detail-type":"Scheduled Event","source":"aws.scheduler","account":"123456789012","time":"2026-12-02T09:00:00Z","region":"us-east-1","resources":["arn:aws:scheduler:us-east-1:123456789012:schedule/default/outflow-sweep"],"detail":"{}"}`

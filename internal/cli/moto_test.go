@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +17,8 @@ import (
 	"github.com/outflowhq/outflow/internal/cli"
 )
 
-// syncBuffer is a bytes.Buffer that a running command writes while the
-// test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is output goroutines write while the test reads it.
+type syncBuffer = awstest.SyncBuffer
 
 var exportLine = regexp.MustCompile(`export AWS_ENDPOINT_URL=(http://127\.0\.0\.1:\d+) AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n`)
 

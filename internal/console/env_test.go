@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -116,23 +115,8 @@ func (e *env) status(t *testing.T, key string) outbox.Status {
 	return row.Status
 }
 
-// syncBuffer is a log both the server's goroutines and the test read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is output goroutines write while the test reads it.
+type syncBuffer = awstest.SyncBuffer
 
 // served is a console serving on a loopback port until the test ends.
 type served struct {

@@ -2,12 +2,10 @@ package handler_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,23 +97,8 @@ func TestLambdaKeeps_FollowsTheDocumentedRule(t *testing.T) {
 	}
 }
 
-// syncBuffer is the functions' stdout: handlers log from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is output goroutines write while the test reads it.
+type syncBuffer = awstest.SyncBuffer
 
 func TestHandlers_MetricsAndInitErrorsSurviveEveryAllowedLogLevel(t *testing.T) {
 	t.Parallel()
