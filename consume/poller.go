@@ -58,7 +58,7 @@ type Poller struct {
 	// one); 0 means 20 seconds, SQS's most.
 	Wait time.Duration
 	// OnFailure, if set, is told of each message not applied, and of
-	// failed SQS calls (messageID empty).
+	// failed SQS calls (messageID empty), one call at a time.
 	OnFailure func(ctx context.Context, messageID string, err error)
 	// OnResult, if set, hears what became of each message received
 	// (applied, closed, duplicate, late, gap, failed, skipped), one call
@@ -72,13 +72,13 @@ type Poller struct {
 	Logger  *slog.Logger
 	Metrics io.Writer
 
-	results sync.Mutex // serializes OnResult
+	hooks sync.Mutex // serializes OnResult, OnFailure and the Logger and Metrics lines
 }
 
 // Run polls until ctx ends, then finishes the messages it has started,
 // deletes those applied, and returns nil. Messages received but not
 // started are made visible again at once, for this or another consumer
-// to take.
+// to take, those of a long poll in flight at the end too (see receive).
 func (p *Poller) Run(ctx context.Context) error {
 	if p.API == nil || p.QueueURL == "" || p.Apply == nil {
 		return errors.New("poller: API, QueueURL and Apply are required")
@@ -89,17 +89,11 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	failures := 0
 	for ctx.Err() == nil {
-		out, err := p.API.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(p.QueueURL), MaxNumberOfMessages: 10,
-			WaitTimeSeconds:             int32(p.wait() / time.Second),
-			VisibilityTimeout:           int32(p.visibility() / time.Second),
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameMessageGroupId},
-		})
+		out, err := p.receive(ctx)
+		if out == nil && err == nil {
+			break // abandoned at shutdown
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
 			p.failed(ctx, "", fmt.Errorf("receive: %w", err))
 			failures++
 			sleep(ctx, time.Duration(min(failures, 6))*time.Second)
@@ -109,6 +103,50 @@ func (p *Poller) Run(ctx context.Context) error {
 		p.batch(ctx, out.Messages)
 	}
 	return nil
+}
+
+// receive long-polls once; nil and no error when ctx ended first. The
+// request is not cancelled with ctx: SQS goes on serving a poll whose
+// connection was dropped until its wait ends, and would give what it then
+// receives to a consumer that is gone, invisible for the visibility
+// timeout (on a FIFO queue, its group with it). Run returns at once
+// instead, and the abandoned poll, when it answers, makes what it
+// received visible again and reports it skipped (possibly after Run has
+// returned; if the process exits first, those messages come back when
+// their visibility timeout lapses, as after a crash).
+func (p *Poller) receive(ctx context.Context) (*sqs.ReceiveMessageOutput, error) {
+	type answer struct {
+		out *sqs.ReceiveMessageOutput
+		err error
+	}
+	answered := make(chan answer, 1)
+	work := context.WithoutCancel(ctx)
+	go func() {
+		out, err := p.API.ReceiveMessage(work, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(p.QueueURL), MaxNumberOfMessages: 10,
+			WaitTimeSeconds:             int32(p.wait() / time.Second),
+			VisibilityTimeout:           int32(p.visibility() / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameMessageGroupId},
+		})
+		answered <- answer{out, err}
+	}()
+	select {
+	case a := <-answered:
+		if a.err == nil && a.out == nil {
+			a.out = &sqs.ReceiveMessageOutput{}
+		}
+		return a.out, a.err
+	case <-ctx.Done():
+		go func() {
+			a := <-answered
+			if a.err == nil && a.out != nil && len(a.out.Messages) > 0 {
+				p.release(work, a.out.Messages)
+				p.skip(work, a.out.Messages, errors.Join(ErrSkipped, ctx.Err()))
+			}
+		}()
+		return nil, nil
+	}
 }
 
 // maxVisibility is the longest visibility timeout SQS takes.
@@ -137,6 +175,10 @@ func wholeSeconds(d time.Duration) time.Duration {
 }
 
 func (p *Poller) failed(ctx context.Context, id string, err error) {
+	// Groups fail concurrently; the user's writer and hook need not be
+	// safe for that.
+	p.hooks.Lock()
+	defer p.hooks.Unlock()
 	loud(ctx, p.Logger, p.Metrics, queueName(p.QueueURL), id, err)
 	if p.OnFailure != nil {
 		p.OnFailure(ctx, id, err)
@@ -237,8 +279,8 @@ func (p *Poller) report(ctx context.Context, r Result) {
 	if p.OnResult == nil {
 		return
 	}
-	p.results.Lock()
-	defer p.results.Unlock()
+	p.hooks.Lock()
+	defer p.hooks.Unlock()
 	p.OnResult(ctx, r)
 }
 

@@ -508,8 +508,13 @@ func (r *run) onClaimConflict(ctx context.Context, c *ConflictError, ref DueRef,
 // sends the closing message), as a closing message that failed does.
 func (r *run) closeExpired(ctx context.Context, cur Row, ref DueRef, now time.Time, hist []AttemptError) (movedOn bool) {
 	if cur.Status != StatusClaimed {
-		// Its closing message was never tried: not sent, for certain.
+		// Its closing message was never tried: not sent, for certain;
+		// but a row redriven as late may have had its place closed before
+		// (PlaceMaybeClosed), and a redrive must not promise its place.
 		cur.Closed = ClosedUnsent
+		if !cur.PlaceMaybeClosed.IsZero() {
+			cur.Closed = ClosedUnsure
+		}
 		err := r.store.Expire(ctx, cur, now, r.policy.MaxAttempts, hist)
 		r.count(ctx, "expire", cur.Key, err, &r.t.expired)
 		r.holdRow(cur.Key, settledHold(ref.CreatedAt))
