@@ -282,7 +282,7 @@ export function contentOf(item: Record<string, unknown>): Content | null {
   if (isRecord(m) && isRecord(m["M"])) {
     for (const [k, v] of Object.entries(m["M"])) {
       const s = str(v);
-      if (s !== undefined) attrs[k] = s;
+      if (s !== undefined) setOwn(attrs, k, s);
     }
   }
   delete attrs[TRACE_PARENT];
@@ -300,4 +300,13 @@ export function stagedRowKey(item: Record<string, unknown>): string {
   const p = item[PAYLOAD];
   if (!isRecord(p) || !(typeof p["S"] === "string" || p["B"] !== undefined)) return "";
   return str(item[PK]) ?? "";
+}
+
+/**
+ * Sets obj[key] to value as an own, enumerable property, whatever the key: plain assignment of "__proto__" would call
+ * the prototype's setter instead, and an attribute of that name (a valid SQS name) would be lost from counts, sizes and
+ * items in silence.
+ */
+export function setOwn<T>(obj: Record<string, T>, key: string, value: T): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
 }

@@ -269,7 +269,7 @@ export class Producer {
     const it: item.Item = { [item.PK]: { S: row.key }, [item.QUEUE]: { S: row.queue } };
     if (row.attributes !== undefined) {
       const m: Record<string, AttributeValue> = {};
-      for (const [k, v] of Object.entries(row.attributes)) m[k] = { S: v };
+      for (const [k, v] of Object.entries(row.attributes)) item.setOwn(m, k, { S: v });
       it[item.ATTRIBUTES] = { M: m };
     }
     if (row.group) it[item.GROUP] = { S: row.group };

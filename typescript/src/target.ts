@@ -1,7 +1,7 @@
 /** What a route's target accepts: the dispatcher's checks (Go's internal/target), applied at staging. */
 
 import { ConfigError, InvalidRowError } from "./errors.js";
-import { decodeUtf8, utf8Len } from "./item.js";
+import { decodeUtf8, setOwn, utf8Len } from "./item.js";
 
 // Message attributes Outflow sets on every message.
 export const ATTR_KEY = "outflow.key";
@@ -307,7 +307,7 @@ function checkMessage(
   if (binary) attrs[ATTR_ENCODING] = "base64";
   if (seq > 0n) attrs[ATTR_SEQ] = seq.toString();
   checkAttributes(attributes);
-  Object.assign(attrs, attributes);
+  for (const [k, v] of Object.entries(attributes)) setOwn(attrs, k, v);
   const count = Object.keys(attrs).length;
   if (count > MAX_ATTRIBUTES) {
     throw new InvalidRowError(

@@ -20,7 +20,7 @@ import { loud, queueName } from "./handler.js";
 import { SkippedError, type Message } from "./message.js";
 import { Outcome, isDone, settle, type ApplyFunc, type Result } from "./outcome.js";
 
-/** The options of an SQS call the Poller makes: the signal that ends a long poll at shutdown. */
+/** The options of an SQS call the Poller makes: the signal that ends a visibility renewal in flight. */
 export interface PollerCallOptions {
   abortSignal?: AbortSignal;
 }
@@ -118,6 +118,26 @@ function loadSqs(): Promise<SQSModule> {
  * Resolves after ms, or at once when signal aborts; never rejects, so a
  * backoff or a renewal's wait ends quietly at shutdown.
  */
+/** Resolves with what p resolves to, or with undefined once signal aborts first. */
+function abandonable<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  if (signal === undefined) return p;
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const aborted = () => resolve(undefined);
+    signal.addEventListener("abort", aborted, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", aborted);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", aborted);
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
+  });
+}
+
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
@@ -160,10 +180,14 @@ class EntryError extends Error {
  * (skipped): they are made visible again at once, and SQS gives them only
  * after it. On a standard queue each message stands alone.
  *
- * When the signal aborts, the long poll in flight ends, the messages
- * started are finished and those applied deleted, the messages received
- * but not started are made visible again at once for this or another
- * consumer, and run resolves.
+ * When the signal aborts, run stops receiving: the messages started are
+ * finished and those applied deleted, the messages received but not
+ * started are made visible again at once for this or another consumer,
+ * and run resolves, without waiting for a long poll in flight. That poll
+ * is left to answer (SQS would serve it all the same, to nobody), and
+ * what it takes is made visible again and reported skipped, possibly
+ * after run resolved; should the process exit first, those messages come
+ * back when their visibility timeout lapses, as after a crash.
  */
 export class Poller {
   private readonly sqs: PollerClient;
@@ -245,7 +269,7 @@ export class Poller {
     while (!signal?.aborted) {
       let messages: SQSMessage[];
       try {
-        const out = await this.sqs.send(
+        const received = this.sqs.send(
           new sqs.ReceiveMessageCommand({
             QueueUrl: this.queueUrl,
             MaxNumberOfMessages: 10,
@@ -256,9 +280,27 @@ export class Poller {
             // asked for as the issue and Python's loop ask; decoding reads only the group.
             MessageSystemAttributeNames: ["MessageGroupId", "SequenceNumber"],
           }),
-          // The signal ends a long poll at once: a shutdown does not wait up to 20 s for it.
-          signal !== undefined ? { abortSignal: signal } : {},
         );
+        // The request is not aborted with the signal: SQS goes on serving a
+        // poll whose connection was dropped until its wait ends, and would
+        // give what it then receives to a consumer that is gone, invisible
+        // for the visibility timeout (a FIFO group with it). run resolves at
+        // once instead, and the abandoned poll, when it answers, makes what
+        // it received visible again and reports it skipped (as Python's and
+        // Go's loops do).
+        const out = await abandonable(received, signal);
+        if (out === undefined) {
+          void received.then(
+            async (late) => {
+              const taken = late.Messages ?? [];
+              if (taken.length === 0) return;
+              await this.release(sqs, taken);
+              this.skip(taken, new SkippedError("not applied: the poller stopped before it started"));
+            },
+            () => undefined,
+          );
+          break;
+        }
         messages = out.Messages ?? [];
       } catch (e) {
         if (signal?.aborted) break;
