@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,27 +29,33 @@ import (
 	"github.com/outflowhq/outflow"
 	"github.com/outflowhq/outflow/consume"
 	"github.com/outflowhq/outflow/internal/awstest"
+	"github.com/outflowhq/outflow/internal/delivery"
+	"github.com/outflowhq/outflow/internal/dynamo"
+	"github.com/outflowhq/outflow/internal/faults"
 	"github.com/outflowhq/outflow/internal/handler"
+	"github.com/outflowhq/outflow/internal/operate"
+	"github.com/outflowhq/outflow/internal/outbox"
 	"github.com/outflowhq/outflow/internal/streams"
 )
 
 // The shape of the run: every producer stages rowsPerGroup rows into each
-// of the groups of the one ordered route; each consumer receives at most
-// batch messages at a time, so that the two share the groups.
+// of the groups of the one ordered route, of which the dispatcher's
+// sender refuses refusedPerGroup per group for good; each consumer is
+// killed kills times.
 const (
-	route        = "interop.fifo"
-	groupCount   = 6
-	rowsPerGroup = 8
-	batch        = 2
-	// visibility is the consumers' visibility timeout, in seconds: a
-	// message a consumer left comes back after it.
-	visibility = 10
-	// consumerName is the one consumer the two processes are instances
+	route           = "interop.fifo"
+	groupCount      = 6
+	refusedPerGroup = 2
+	// visibility is the consumers' visibility timeout, in seconds: what
+	// a killed consumer held comes back after it (its groups wait that
+	// long), and a consumer renews it every third of it while it applies.
+	visibility = 6
+	// consumerName is the one consumer the three processes are instances
 	// of: they share its inbox items and group cursors.
 	consumerName = "interop"
-	// idle bounds each wait for a process or for progress: it restarts
-	// whenever a process says something, so a loaded machine only makes
-	// the test slower.
+	// idle bounds each wait for progress (see run.wait): it restarts
+	// whenever a process says something that moves the run on, so a
+	// loaded machine only makes the test slower.
 	idle = 3 * time.Minute
 )
 
@@ -62,35 +67,83 @@ const (
 	langTypeScript = "typescript"
 )
 
-var prefixes = map[string]string{langGo: "go-", langPython: "py-", langTypeScript: "ts-"}
+// rowsPerGroup and kills are 8 and 2 in make test's run, which takes
+// 15 to 25 s alone; OUTFLOW_INTEROP_ROWS and OUTFLOW_INTEROP_KILLS make
+// a longer one.
+var (
+	rowsPerGroup = awstest.EnvInt("OUTFLOW_INTEROP_ROWS", 8)
+	kills        = awstest.EnvInt("OUTFLOW_INTEROP_KILLS", 2)
+)
 
-// TestInterop_ThreeProducersTwoConsumersOneOrder is the test that mixes
-// the languages. Go, Python and TypeScript producers, started at once,
-// stage rows into the same six ordered groups of one FIFO route, each
-// row in one transaction with a write of the producer's own, racing for
-// each group's next place (a lost race is retried, as the packages'
-// READMEs say). The dispatcher delivers: the sweep and wake functions'
-// code, in process, as the local runner runs it, which also publishes the
-// configuration the producers read. A Python and a TypeScript consumer,
-// two instances of one consumer (one inbox table, one consumer name),
-// receive from the queue at once, a few messages at a time, and apply
-// each with their package's Inbox: the effect, a ledger item and the
-// group's log, commits in the inbox's transaction.
+var (
+	langs    = []string{langGo, langPython, langTypeScript}
+	prefixes = map[string]string{langGo: "go-", langPython: "py-", langTypeScript: "ts-"}
+)
+
+// TestInterop_KilledConsumersInThreeLanguagesAndAnOperatorKeepOneOrder is
+// the test that mixes the languages. Go, Python and TypeScript producers,
+// started at once, stage rows into the same six ordered groups of one
+// FIFO route, each row in one transaction with a write of the producer's
+// own, racing for each group's next place (a lost race is retried, as the
+// packages' READMEs say). The dispatcher delivers: the sweep and wake
+// functions' code, in process, as the local runner runs it (which also
+// publishes the configuration the producers read), its sender wrapped to
+// refuse two rows of each group for good. A Go, a Python and a TypeScript
+// consumer, three instances of one consumer (one inbox table, one
+// consumer name), each its package's receive loop bound to its Inbox
+// (Go's Inbox.Poller, Python's inbox.poller, TypeScript's inbox.poller),
+// receive from the queue at once; the effect, a ledger item and the
+// group's log, commits in the inbox's transaction. Each consumer is
+// SIGKILLed at a random point (after a random number of outcomes, or a
+// few seconds), and started again, twice: mostly while the producers
+// stage, the run going on until every kill is done.
 //
-// It asserts that every staged row was applied exactly once (one ledger
-// item per key, applied once), that each group's places are 1..n with no
-// gap and were applied in that order (the group's log), that each row
-// reached the consumer at the place the dispatcher's table gave it, and
-// that the place order keeps each producer's own commit order; that every
-// producer staged into every group and both consumers applied rows.
-func TestInterop_ThreeProducersTwoConsumersOneOrder(t *testing.T) {
+// The route is ordered with skip: a refused row becomes a dead letter
+// whose place the dispatcher closes with its closing message, which the
+// inboxes close, and the group goes on. skip rather than block because it
+// is the policy under which a dead letter can be redriven after its place
+// was closed, the case docs/consuming.md's "Late rows" is about, and
+// because under skip no group waits for the operator, whose pace is then
+// no part of the run's. An operator, through the API the CLI uses
+// (operate.Purge and operate.Redrive on a dynamo.Operator), takes each
+// dead letter as it appears, as the producers stage on: one of each
+// group purged, the other redriven (its sender no longer refusing it).
+//
+// It asserts that every row not refused was applied exactly once (one
+// ledger item per key, applied once, never said applied twice), at the place
+// the dispatcher's table gave it; that each group's places are 1..n, each
+// applied or closed exactly once, the applied ones applied in place order
+// (the group's log), and that place order keeps each producer's own
+// commit order; that a purged row was never applied and its place was
+// closed; that a redriven row was recorded late (its inbox item marked
+// applied = false with late_after, no effect), acknowledged (reported
+// late, or a duplicate of its late record), every copy marked redriven,
+// and settled done by the dispatcher; that the queue ends empty, nothing
+// left cycling (no message visible or in flight once the consumers
+// drained); and that each consumer was killed and each applied rows.
+//
+// OUTFLOW_INTEROP_SEED sets the seed of the kills and of the rows
+// refused; a failure logs it. OUTFLOW_INTEROP_ROWS (8) and
+// OUTFLOW_INTEROP_KILLS (2) set the rows per producer and group and the
+// kills per consumer.
+func TestInterop_KilledConsumersInThreeLanguagesAndAnOperatorKeepOneOrder(t *testing.T) {
 	t.Parallel()
 	tools := findTools(t)
+	seed := uint64(awstest.EnvInt("OUTFLOW_INTEROP_SEED", int(time.Now().UnixNano()%1_000_000_007)))
+	t.Logf("seed %d, %d rows per producer and group, %d kills per consumer", seed, rowsPerGroup, kills)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FAILED with seed %d: OUTFLOW_INTEROP_SEED=%d OUTFLOW_INTEROP_ROWS=%d OUTFLOW_INTEROP_KILLS=%d go test -count=1 -run '^%s$' ./internal/interop",
+				seed, seed, rowsPerGroup, kills, t.Name())
+		}
+	})
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	start := time.Now()
 	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), name) }
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	db := awstest.DynamoDB(t)
+	sqsClient := awstest.SQS(t)
 
 	phase("setup: the outbox table, the FIFO queue, the producers' and consumers' tables")
 	outboxTable := awstest.NewTable(t)
@@ -102,22 +155,31 @@ func TestInterop_ThreeProducersTwoConsumersOneOrder(t *testing.T) {
 	for i := range groups {
 		groups[i] = "g" + strconv.Itoa(i)
 	}
+	plan := planDeadLetters(rng, groups)
+	t.Logf("refused for good, to be purged: %v; to be redriven: %v", plan.keys(purge), plan.keys(redrive))
 
 	phase("the dispatcher: its first sweep publishes its configuration")
 	logs := &tailBuffer{max: 1 << 20}
-	d := startDispatcher(ctx, t, db, outboxTable, queueURL, logs)
+	refusal := &refusal{plan: plan, fixed: map[string]bool{}}
+	d := startDispatcher(ctx, t, db, outboxTable, queueURL, refusal, logs)
 	pub, err := outflow.LoadPublished(ctx, db, outboxTable)
 	require.NoError(t, err, "the sweep published the dispatcher's configuration")
 	require.Equal(t, map[string]string{route: queueURL}, pub.Routes)
-	require.Equal(t, map[string]string{route: "block"}, pub.Ordered)
+	require.Equal(t, map[string]string{route: "skip"}, pub.Ordered)
 	d.run(ctx, t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the dispatcher's warnings and errors, the last:\n%s", logs.warnings(40))
 		}
 	})
+	// The operator, as the CLI opens the table (dynamo.Config{Table,
+	// Shards}) and reads the dispatcher's unsure wait for its purges.
+	op, err := dynamo.NewOperator(db, dynamo.Config{Table: outboxTable, Shards: pub.Shards})
+	require.NoError(t, err)
+	published, err := dynamo.ReadPublished(ctx, db, outboxTable)
+	require.NoError(t, err)
 
-	phase("start the Python and TypeScript producers and consumers; wait until each is ready")
+	phase("start the Python and TypeScript producers and the three consumers; wait until each is ready")
 	evs := make(chan event, 1<<14)
 	common := tools.env()
 	producerEnv := append(slices.Clone(common),
@@ -125,21 +187,27 @@ func TestInterop_ThreeProducersTwoConsumersOneOrder(t *testing.T) {
 		"OUTFLOW_INTEROP_GROUPS="+strings.Join(groups, ","), "OUTFLOW_INTEROP_ROWS="+strconv.Itoa(rowsPerGroup))
 	consumerEnv := append(slices.Clone(common),
 		"OUTFLOW_INTEROP_QUEUE_URL="+queueURL, "OUTFLOW_INTEROP_INBOX="+inboxTable, "OUTFLOW_INTEROP_LEDGER="+ledger,
-		"OUTFLOW_INTEROP_CONSUMER="+consumerName, "OUTFLOW_INTEROP_BATCH="+strconv.Itoa(batch), "OUTFLOW_INTEROP_VISIBILITY="+strconv.Itoa(visibility))
-	producers := map[string]*proc{
-		langPython:     spawn(t, "the Python producer", []string{tools.python, "producer.py"}, producerEnv, evs),
-		langTypeScript: spawn(t, "the TypeScript producer", []string{tools.node, "producer.mjs"}, producerEnv, evs),
+		"OUTFLOW_INTEROP_CONSUMER="+consumerName, "OUTFLOW_INTEROP_VISIBILITY="+strconv.Itoa(visibility))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	consumerArgv := map[string][]string{langGo: {self}, langPython: {tools.python, "consumer.py"}, langTypeScript: {tools.node, "consumer.mjs"}}
+	r := newRun(t, evs, rng, start, plan)
+	r.startConsumer = func(lang string, life int) *proc {
+		env := consumerEnv
+		if lang == langGo {
+			env = append(slices.Clone(consumerEnv), goConsumerEnv+"=1")
+		}
+		return spawn(t, fmt.Sprintf("the %s consumer (life %d)", lang, life), consumerArgv[lang], env, evs)
 	}
-	consumers := map[string]*proc{
-		langPython:     spawn(t, "the Python consumer", []string{tools.python, "consumer.py"}, consumerEnv, evs),
-		langTypeScript: spawn(t, "the TypeScript consumer", []string{tools.node, "consumer.mjs"}, consumerEnv, evs),
+	r.producer(langPython, spawn(t, "the Python producer", []string{tools.python, "producer.py"}, producerEnv, evs))
+	r.producer(langTypeScript, spawn(t, "the TypeScript producer", []string{tools.node, "producer.mjs"}, producerEnv, evs))
+	for _, lang := range langs {
+		r.consumer(lang)
 	}
-	r := newRun(t, evs)
-	r.expect(producers, consumers)
-	r.waitFor("every process to be ready", func() bool { return r.ready == len(producers)+len(consumers) })
+	r.waitFor("every process to be ready", func() bool { return r.allReady() })
 
-	phase("stage: the three producers at once, into the same groups")
-	for _, p := range producers {
+	phase("stage, kill and operate: the three producers at once into the same groups, each consumer killed and restarted, the operator purging and redriving")
+	for _, p := range r.producers {
 		require.NoError(t, p.send("go"))
 	}
 	goDone := make(chan goReport, 1)
@@ -148,32 +216,52 @@ func TestInterop_ThreeProducersTwoConsumersOneOrder(t *testing.T) {
 		goDone <- goReport{staged: staged, races: races, err: err}
 	}()
 	r.goDone = goDone
-	r.waitFor("the three producers to stage their rows", func() bool { return len(r.staged) == 3 })
+	opDone := make(chan opReport, 1)
+	go func() { opDone <- operateDeadLetters(ctx, op, plan, refusal, operate.HoldWait(published.UnsureWait)) }()
+	r.opDone = opDone
+	r.chaos = true
+	r.wait("the producers to stage, the operator to act on every dead letter and each consumer to be killed", 100*time.Millisecond, func() bool {
+		return len(r.staged) == 3 && r.operated != nil && r.killedEnough()
+	})
+	r.chaos = false
 	total := 0
 	for _, lang := range slices.Sorted(maps.Keys(r.staged)) {
 		t.Logf("the %s producer staged %d rows, %d lost races retried", lang, len(r.staged[lang]), r.races[lang])
 		total += len(r.staged[lang])
 	}
 	require.Equal(t, 3*groupCount*rowsPerGroup, total, "rows staged")
+	for _, n := range r.operated.notes {
+		t.Logf("the operator: %s", n)
+	}
+	purged, redriven := r.operated.purged, r.operated.redriven
+	t.Logf("the operator purged %v and redrove %v", slices.Sorted(maps.Keys(purged)), slices.Sorted(maps.Keys(redriven)))
+	phase(fmt.Sprintf("kills: %v", r.kills))
 
-	phase("deliver and apply: wait until the ledger holds every row")
-	r.wait(fmt.Sprintf("the consumers to apply the %d rows staged", total), time.Second, func() bool {
-		return len(scanAll(ctx, t, db, ledger)) >= total+groupCount // a ledger item per row, a log per group
+	phase("drain: wait until every place is applied or closed, every redriven row recorded late, every row settled, and the queue empty")
+	want := total - len(purged) - len(redriven)
+	var last drainState
+	r.wait("the consumers to drain the queue", time.Second, func() bool {
+		last = drained(ctx, t, db, sqsClient, drainInput{outbox: outboxTable, ledger: ledger, inbox: inboxTable, queueURL: queueURL, purged: purged, redriven: redriven})
+		r.progress(last.String())
+		if last.applied > want {
+			r.fail("the ledger holds %d rows applied, of %d to apply: a dead letter applied, or a row no producer staged (%s)", last.applied, want, last)
+		}
+		return last.applied == want && last.done(len(purged), len(redriven))
 	})
 
 	phase("stop the consumers")
-	for _, c := range consumers {
-		c.close()
-	}
-	r.waitFor("the consumers to stop", func() bool { return len(r.done) == len(consumers) })
-	for _, lang := range slices.Sorted(maps.Keys(r.done)) {
+	r.stopConsumers()
+	for _, lang := range langs {
 		c := r.done[lang]
-		t.Logf("the %s consumer applied %d rows; %d duplicates, %d late, %d left for later, %d deletes failed; errors: %q",
-			lang, c.Counts["applied"], c.Counts["duplicates"], c.Counts["late"], c.Counts["left"], c.Counts["delete_failures"], c.Errors)
+		t.Logf("the %s consumer: killed %d times; outcomes %v over its lives, %v in its last", lang, r.kills[lang], r.outcomes[lang], c.Counts)
 	}
 
-	phase("check: each row applied once, each group in order, in every producer's order")
-	check(ctx, t, db, checkInput{outbox: outboxTable, ledger: ledger, inbox: inboxTable, shop: shop, groups: groups, staged: r.staged, applied: r.applied})
+	phase("check: each row applied once or its place closed, each group in order, in every producer's order, late rows recorded late, nothing left in the queue")
+	check(ctx, t, db, sqsClient, checkInput{outbox: outboxTable, ledger: ledger, inbox: inboxTable, shop: shop, queueURL: queueURL, groups: groups,
+		staged: r.staged, said: r.said, purged: purged, redriven: redriven})
+	for _, lang := range langs {
+		require.GreaterOrEqual(t, r.kills[lang], 1, "the %s consumer was killed", lang)
+	}
 	phase("done")
 }
 
@@ -199,6 +287,7 @@ func findTools(t *testing.T) tools {
 	}
 	need(tl.python, "the Python package's virtualenv", "make python-test")
 	need(filepath.Join(tl.typescript, "node_modules", "@aws-sdk", "client-dynamodb"), "the TypeScript package's dependencies", "make typescript-test")
+	need(filepath.Join(tl.typescript, "node_modules", "@aws-sdk", "client-sqs"), "the TypeScript package's SQS client (a peer dependency its Poller loads)", "make typescript-test")
 	need(filepath.Join(tl.typescript, "dist", "src", "index.js"), "the TypeScript package's build", "make typescript-test")
 	need(filepath.Join(tl.typescript, "dist", "src", "consume", "index.js"), "the TypeScript consumer's build", "make typescript-test")
 	if stale := staleBuild(t, tl.typescript); len(stale) > 0 {
@@ -293,6 +382,7 @@ func newTable(t *testing.T, db *dynamodb.Client, prefix string, inbox bool) stri
 // runtime, as the local runner calls it: the sweep on a schedule, the
 // wake on the table's stream.
 type dispatcher struct {
+	rt     *handler.Runtime
 	sweep  *handler.Sweep
 	wake   *handler.Wake
 	stream string
@@ -310,18 +400,30 @@ const schedulerEvent = `{"version":"0","id":"interop","detail-type":"Scheduled E
 const invocation = time.Minute
 
 // startDispatcher sets the functions up from their environment, as at a
-// cold start, and runs one sweep, which publishes the configuration.
-func startDispatcher(ctx context.Context, t *testing.T, db *dynamodb.Client, table, queueURL string, logs *tailBuffer) *dispatcher {
+// cold start, with one change: the engine's sender is the runtime's own
+// wrapped in refusal, which refuses the rows it picks for good. Then it
+// runs one sweep, which publishes the configuration.
+func startDispatcher(ctx context.Context, t *testing.T, db *dynamodb.Client, table, queueURL string, refusal *refusal, logs *tailBuffer) *dispatcher {
 	t.Helper()
 	env := map[string]string{
-		"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": route + "=" + queueURL, "OUTFLOW_ORDERED": route + "=block",
+		"OUTFLOW_TABLE": table, "OUTFLOW_ROUTES": route + "=" + queueURL, "OUTFLOW_ORDERED": route + "=skip",
 		"OUTFLOW_SHARDS": "4", "OUTFLOW_WAKE_GRACE": "0s", "AWS_LAMBDA_LOG_LEVEL": "WARN",
 	}
-	rt, err := handler.Setup(awstest.TestConfig(t), func(k string) string { return env[k] }, logs)
+	awsCfg := awstest.TestConfig(t)
+	rt, err := handler.Setup(awsCfg, func(k string) string { return env[k] }, logs)
 	require.NoError(t, err, "the dispatcher's setup")
+	// The engine handler.Setup builds, over a sender that refuses: the
+	// same store and sender, built as it builds them.
+	call := rt.Config.Policy.CallTimeout()
+	store, err := dynamo.New(dynamo.WithCallTimeout(dynamodb.NewFromConfig(awsCfg), call), rt.Config.Store)
+	require.NoError(t, err)
+	sender, err := delivery.New(delivery.ClientsFromConfig(awsCfg).WithCallTimeout(call), rt.Config.Routes, rt.Config.MaxMessageBytes)
+	require.NoError(t, err)
+	rt.Engine, err = outbox.New(store, faults.Refuse{Next: sender, Fail: refusal.fail}, rt.Config.Policy, outbox.WithLogger(rt.Log))
+	require.NoError(t, err)
 	desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	require.NoError(t, err)
-	d := &dispatcher{sweep: handler.NewSweep(rt), wake: handler.NewWake(rt), stream: aws.ToString(desc.Table.LatestStreamArn)}
+	d := &dispatcher{rt: rt, sweep: handler.NewSweep(rt), wake: handler.NewWake(rt), stream: aws.ToString(desc.Table.LatestStreamArn)}
 	require.NotEmpty(t, d.stream, "the outbox table's stream")
 	sctx, cancel := context.WithTimeout(ctx, invocation)
 	defer cancel()
@@ -453,299 +555,6 @@ func stageGo(ctx context.Context, db *dynamodb.Client, table, shop string, group
 		}
 	}
 	return staged, races, nil
-}
-
-// run is the test's view of the processes: what each said so far. Only
-// the test's goroutine touches it.
-type run struct {
-	t      *testing.T
-	events <-chan event
-	goDone <-chan goReport
-	// role names each process's language and whether it produces.
-	role  map[*proc]string
-	isPro map[*proc]bool
-	all   []*proc
-	// ready counts the processes ready; staged holds each producer's rows
-	// by language, races its lost races; applied the consumer that
-	// applied each key, and at which group and place; done each
-	// consumer's last words.
-	ready   int
-	staged  map[string][]stagedRow
-	races   map[string]int
-	applied map[string]appliedAt
-	done    map[string]line
-}
-
-// appliedAt is where a consumer said it applied a key.
-type appliedAt struct {
-	by, group string
-	seq       int64
-}
-
-func newRun(t *testing.T, evs <-chan event) *run {
-	return &run{t: t, events: evs, role: map[*proc]string{}, isPro: map[*proc]bool{}, staged: map[string][]stagedRow{},
-		races: map[string]int{}, applied: map[string]appliedAt{}, done: map[string]line{}}
-}
-
-func (r *run) expect(producers, consumers map[string]*proc) {
-	for lang, p := range producers {
-		r.role[p], r.isPro[p] = lang, true
-		r.all = append(r.all, p)
-	}
-	for lang, p := range consumers {
-		r.role[p] = lang
-		r.all = append(r.all, p)
-	}
-}
-
-// waitFor is wait with cond checked after each event.
-func (r *run) waitFor(what string, cond func() bool) {
-	r.t.Helper()
-	r.wait(what, 0, cond)
-}
-
-// wait handles what the processes say until cond holds, checking it
-// after each event or, with every above zero, that often instead (a cond
-// that reads a table). It fails the test, with the processes' stderr,
-// when a process ends before it said all it should or says what it
-// should not, or when nothing is said for idle.
-func (r *run) wait(what string, every time.Duration, cond func() bool) {
-	r.t.Helper()
-	timer := time.NewTimer(idle)
-	defer timer.Stop()
-	var tick <-chan time.Time
-	if every > 0 {
-		ticker := time.NewTicker(every)
-		defer ticker.Stop()
-		tick = ticker.C
-	}
-	for !cond() {
-		for progress := false; !progress; {
-			select {
-			case ev := <-r.events:
-				r.handle(what, ev)
-				progress = every == 0
-				timer.Reset(idle)
-			case rep := <-r.goDone:
-				if rep.err != nil {
-					r.fail("waiting for %s: the Go producer failed: %v", what, rep.err)
-				}
-				r.staged[langGo], r.races[langGo] = rep.staged, rep.races
-				progress = every == 0
-				timer.Reset(idle)
-			case <-tick:
-				progress = true
-			case <-timer.C:
-				r.fail("waiting for %s: nothing happened for %s; %d rows staged by %d producers, %d applied", what, idle, r.stagedCount(), len(r.staged), len(r.applied))
-			}
-		}
-	}
-}
-
-func (r *run) stagedCount() int {
-	n := 0
-	for _, rows := range r.staged {
-		n += len(rows)
-	}
-	return n
-}
-
-// handle takes in one event.
-func (r *run) handle(what string, ev event) {
-	r.t.Helper()
-	p, lang := ev.from, r.role[ev.from]
-	l := ev.line
-	switch {
-	case ev.eof:
-		finished := (r.isPro[p] && r.staged[lang] != nil) || (!r.isPro[p] && r.done[lang].Done)
-		if !finished || !p.ok() {
-			r.fail("waiting for %s: %s ended before it finished", what, p.name)
-		}
-	case l.Ready:
-		r.ready++
-	case r.isPro[p] && l.Staged != nil:
-		r.staged[lang], r.races[lang] = l.Staged, l.Races
-	case !r.isPro[p] && l.Applied != "":
-		if prev, ok := r.applied[l.Applied]; ok {
-			r.fail("%s applied %s (place %d of %s), which the %s consumer applied already (place %d of %s)",
-				p.name, l.Applied, l.Seq, l.Group, prev.by, prev.seq, prev.group)
-		}
-		r.applied[l.Applied] = appliedAt{by: lang, group: l.Group, seq: l.Seq}
-	case !r.isPro[p] && l.Done:
-		r.done[lang] = l
-	default:
-		r.fail("%s said what it should not: %q", p.name, ev.raw)
-	}
-}
-
-// fail fails the test with every process's stderr.
-func (r *run) fail(format string, args ...any) {
-	r.t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, format, args...)
-	for _, p := range r.all {
-		b.WriteString("\n\n" + p.report())
-	}
-	r.t.Fatal(b.String())
-}
-
-// checkInput is what check compares: the tables, and what the processes
-// said.
-type checkInput struct {
-	outbox, ledger, inbox, shop string
-	groups                      []string
-	staged                      map[string][]stagedRow
-	applied                     map[string]appliedAt
-}
-
-// ledgerRow is a ledger item: the consumer's record of one row applied.
-type ledgerRow struct {
-	key, group, by string
-	seq, applies   int64
-}
-
-// check compares the tables with what was staged: see the test's doc.
-func check(ctx context.Context, t *testing.T, db *dynamodb.Client, in checkInput) {
-	t.Helper()
-	// What was staged: each producer staged into every group, in its own
-	// order.
-	byKey := map[string]stagedRow{}
-	perGroup := map[string]int{}
-	for lang, rows := range in.staged {
-		require.Len(t, rows, groupCount*rowsPerGroup, "the %s producer's rows", lang)
-		groupsOf := map[string]int{}
-		for _, s := range rows {
-			require.True(t, strings.HasPrefix(s.Key, prefixes[lang]), "the %s producer staged %s", lang, s.Key)
-			require.NotContains(t, byKey, s.Key, "%s staged twice", s.Key)
-			byKey[s.Key] = s
-			groupsOf[s.Group]++
-			perGroup[s.Group]++
-		}
-		for _, g := range in.groups {
-			require.Equal(t, rowsPerGroup, groupsOf[g], "the %s producer's rows in group %s", lang, g)
-		}
-	}
-
-	// The ledger: one item per key staged, applied once, by one of the
-	// consumers, at the place the consumer said.
-	led := map[string]ledgerRow{}
-	logs := map[string][]string{}
-	for _, it := range scanAll(ctx, t, db, in.ledger) {
-		pk := str(it["pk"])
-		switch {
-		case strings.HasPrefix(pk, "applied "):
-			lr := ledgerRow{key: str(it["key"]), group: str(it["group"]), by: str(it["consumer"]), seq: num(t, it["seq"]), applies: num(t, it["applies"])}
-			require.Equal(t, "applied "+lr.key, pk)
-			led[lr.key] = lr
-		case strings.HasPrefix(pk, "log "):
-			l, ok := it["log"].(*types.AttributeValueMemberL)
-			require.True(t, ok, "%s: a list", pk)
-			for _, v := range l.Value {
-				logs[strings.TrimPrefix(pk, "log ")] = append(logs[strings.TrimPrefix(pk, "log ")], str(v))
-			}
-		default:
-			t.Fatalf("an item the consumers did not write: %s", pk)
-		}
-	}
-	var missing, unknown, twice, unsaid []string
-	for key := range byKey {
-		if _, ok := led[key]; !ok {
-			missing = append(missing, key)
-		}
-	}
-	appliedBy := map[string]int{}
-	for key, lr := range led {
-		if _, ok := byKey[key]; !ok {
-			unknown = append(unknown, key)
-		}
-		if lr.applies != 1 {
-			twice = append(twice, fmt.Sprintf("%s %d times", key, lr.applies))
-		}
-		if said, ok := in.applied[key]; ok {
-			require.Equal(t, appliedAt{by: lr.by, group: lr.group, seq: lr.seq}, said, "%s: the ledger and what its consumer said", key)
-		} else {
-			// The effect committed and the consumer was told otherwise: its
-			// client sent the transaction again after a lost answer, and the
-			// inbox refused the copy as a duplicate. Once, still.
-			unsaid = append(unsaid, key)
-		}
-		appliedBy[lr.by]++
-	}
-	for key, said := range in.applied {
-		require.Contains(t, led, key, "the %s consumer said it applied %s: the ledger has no item", said.by, key)
-	}
-	if len(unsaid) > 0 {
-		t.Logf("applied once, but reported as a duplicate by the consumer that applied it (an answer lost): %v", unsaid)
-	}
-	slices.Sort(missing)
-	slices.Sort(unknown)
-	slices.Sort(twice)
-	require.Empty(t, missing, "rows staged and never applied")
-	require.Empty(t, unknown, "rows applied and never staged")
-	require.Empty(t, twice, "rows applied more than once")
-	require.Len(t, led, len(byKey))
-	t.Logf("applied by consumer: %v", appliedBy)
-	require.Positive(t, appliedBy[langPython], "the Python consumer applied rows")
-	require.Positive(t, appliedBy[langTypeScript], "the TypeScript consumer applied rows")
-
-	// Each group: places 1..n, each at the place the dispatcher's table
-	// gave its row, recorded by the inbox at that place, applied in place
-	// order (its log), and each producer's rows in the order it committed
-	// them.
-	outboxRows := byPK(scanAll(ctx, t, db, in.outbox))
-	inboxItems := byPK(scanAll(ctx, t, db, in.inbox))
-	for _, g := range in.groups {
-		var places []ledgerRow
-		for _, lr := range led {
-			if lr.group == g {
-				places = append(places, lr)
-			}
-		}
-		sort.Slice(places, func(i, j int) bool { return places[i].seq < places[j].seq })
-		require.Len(t, places, perGroup[g], "group %s: rows applied", g)
-		keys := make([]string, len(places))
-		for i, lr := range places {
-			require.Equal(t, int64(i+1), lr.seq, "group %s: place %d holds %s at place %d: a gap or a place twice", g, i+1, lr.key, lr.seq)
-			require.Equal(t, byKey[lr.key].Group, g, "%s: applied in group %s", lr.key, g)
-			keys[i] = lr.key
-			row := outboxRows[lr.key]
-			require.NotNil(t, row, "%s: its row in the dispatcher's table", lr.key)
-			require.Equal(t, g, str(row["group"]), "%s: its row's group", lr.key)
-			require.Equal(t, lr.seq, num(t, row["seq"]), "%s: applied at place %d, staged at place %d", lr.key, lr.seq, num(t, row["seq"]))
-			require.Equal(t, "done", str(row["status"]), "%s: its row is settled as delivered", lr.key)
-			rec := inboxItems["inbox "+consumerName+" "+lr.key]
-			require.NotNil(t, rec, "%s: its inbox item", lr.key)
-			require.Equal(t, lr.seq, num(t, rec["seq"]), "%s: its inbox item's place", lr.key)
-		}
-		require.Equal(t, keys, logs[g], "group %s: applied in place order", g)
-		cursor := inboxItems["cursor "+consumerName+" "+g]
-		require.NotNil(t, cursor, "group %s: the consumer's cursor", g)
-		require.Equal(t, int64(len(keys)), num(t, cursor["seq"]), "group %s: the consumer's cursor is at its last place", g)
-		for lang, rows := range in.staged {
-			var mine, theirs []string
-			for _, s := range rows {
-				if s.Group == g {
-					mine = append(mine, s.Key)
-				}
-			}
-			for _, k := range keys {
-				if strings.HasPrefix(k, prefixes[lang]) {
-					theirs = append(theirs, k)
-				}
-			}
-			require.Equal(t, mine, theirs, "group %s: the %s producer's rows in place order are not in its commit order", g, lang)
-		}
-		t.Logf("group %s, in place order: %s", g, strings.Join(keys, " "))
-	}
-
-	require.Len(t, inboxItems, len(byKey)+groupCount, "the inbox table: an item per row, a cursor per group")
-
-	// Each row committed with its producer's own write.
-	shop := byPK(scanAll(ctx, t, db, in.shop))
-	for key := range byKey {
-		require.Contains(t, shop, key, "%s: its producer's own write", key)
-	}
-	require.Len(t, shop, len(byKey), "the producers' own writes")
 }
 
 func scanAll(ctx context.Context, t *testing.T, db *dynamodb.Client, table string) []map[string]types.AttributeValue {

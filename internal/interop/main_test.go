@@ -7,4 +7,9 @@ import (
 	"github.com/outflowhq/outflow/internal/awstest"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(goConsumerEnv) != "" {
+		os.Exit(goConsumer()) // this binary started again by the test, as its Go consumer
+	}
+	os.Exit(awstest.Main(m))
+}

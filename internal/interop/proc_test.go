@@ -18,20 +18,27 @@ import (
 )
 
 // line is one JSON line a producer or consumer process prints on stdout.
-// Producers print ready, then staged and races; consumers print ready,
-// then applied (with group and seq) for each effect committed, then done
-// with their counts and first errors.
+// Producers print ready, then staged and races. Consumers print ready,
+// then a line for each outcome their poller reports (once per message per
+// delivery, before the poller deletes it): the outcome, and the message's
+// key, group, place, closed and redriven (and why, for any outcome but
+// applied and closed); and, when their stdin closes, done with their
+// counts.
 type line struct {
 	Ready  bool        `json:"ready"`
 	Staged []stagedRow `json:"staged"`
 	Races  int         `json:"races"`
 
-	Applied string         `json:"applied"`
-	Group   string         `json:"group"`
-	Seq     int64          `json:"seq"`
-	Done    bool           `json:"done"`
-	Counts  map[string]int `json:"counts"`
-	Errors  []string       `json:"errors"`
+	Outcome  string `json:"outcome,omitempty"`
+	Key      string `json:"key,omitempty"`
+	Group    string `json:"group,omitempty"`
+	Seq      int64  `json:"seq,omitempty"`
+	Closed   string `json:"closed,omitempty"`
+	Redriven bool   `json:"redriven,omitempty"`
+	Error    string `json:"error,omitempty"`
+
+	Done   bool           `json:"done,omitempty"`
+	Counts map[string]int `json:"counts,omitempty"`
 }
 
 // stagedRow is a row a producer staged, in the producer's commit order.
@@ -41,12 +48,14 @@ type stagedRow struct {
 }
 
 // event is what a process said: a line of its stdout, or its end (eof:
-// its stdout closed, and it exited).
+// its stdout closed, and it exited). partial is a last line cut short (no
+// newline): what a process killed mid-write leaves.
 type event struct {
-	from *proc
-	line line
-	raw  string
-	eof  bool
+	from    *proc
+	line    line
+	raw     string
+	partial bool
+	eof     bool
 }
 
 // proc is a producer or consumer in another language, run as a child
@@ -89,14 +98,19 @@ func spawn(t *testing.T, name string, argv []string, env []string, events chan<-
 	t.Cleanup(func() { p.stop() })
 	go func() {
 		defer r.Close()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
-		for sc.Scan() {
-			ev := event{from: p, raw: sc.Text()}
-			if err := json.Unmarshal(sc.Bytes(), &ev.line); err != nil {
-				ev.line = line{}
+		br := bufio.NewReaderSize(r, 64*1024)
+		for {
+			b, err := br.ReadBytes('\n')
+			if len(b) > 0 {
+				ev := event{from: p, raw: strings.TrimRight(string(b), "\n"), partial: b[len(b)-1] != '\n'}
+				if err := json.Unmarshal(b, &ev.line); err != nil {
+					ev.line = line{}
+				}
+				events <- ev
 			}
-			events <- ev
+			if err != nil {
+				break
+			}
 		}
 		<-p.child.Exited()
 		events <- event{from: p, eof: true}
@@ -114,6 +128,16 @@ func (p *proc) send(s string) error {
 
 // close closes the process's stdin: a consumer's signal to stop.
 func (p *proc) close() { p.closeOnce.Do(func() { _ = p.stdin.Close() }) }
+
+// kill SIGKILLs the process: a crash, with no chance to finish or say
+// anything. (Its group holds no other process: Python, Node and the Go
+// consumer run their work on threads.)
+func (p *proc) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("%s: SIGKILL: %w", p.name, err)
+	}
+	return nil
+}
 
 // stop ends the process group if it still runs.
 func (p *proc) stop() {

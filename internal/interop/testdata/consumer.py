@@ -1,14 +1,19 @@
-"""The interop test's Python consumer (internal/interop): a receive loop
-on the FIFO queue OUTFLOW_INTEROP_QUEUE_URL, as python/README.md says to
-write one, that applies each message with an Inbox (table
-OUTFLOW_INTEROP_INBOX, consumer OUTFLOW_INTEROP_CONSUMER, shared with the
-TypeScript consumer) whose effect, in the same transaction, records the
-row in the ledger table OUTFLOW_INTEROP_LEDGER: which consumer applied it,
-its group and place, how many times (applies), and its group's log.
+"""The interop test's Python consumer (internal/interop): the package's
+receive loop, Inbox.poller, on the FIFO queue OUTFLOW_INTEROP_QUEUE_URL,
+bound to an Inbox (table OUTFLOW_INTEROP_INBOX, consumer
+OUTFLOW_INTEROP_CONSUMER, shared with the Go and TypeScript consumers) as
+python/README.md shows: the effect returns the consumer's own writes, its
+ledger item in OUTFLOW_INTEROP_LEDGER (which consumer applied the row, its
+group and place, how many times: applies) and its group's log, and the
+inbox commits them with its record of the row; a closing message goes to
+the inbox's close by construction.
 
-It prints {"ready": true} once it can receive, a line {"applied": key,
-"group": g, "seq": n} for each effect committed, and when stdin closes,
-{"done": true, "counts": {...}, "errors": [the first few]}."""
+It prints {"ready": true} once it can receive, then one line per outcome
+the poller reports (on_result): {"outcome", "key", "group", "seq",
+"closed", "redriven", "error"}, printed before the poller deletes the
+message; and when stdin closes (the test's signal to stop), it stops the
+poller and prints {"done": true, "counts": {...}}. The test SIGKILLs it
+at random points and starts another."""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from outflowhq import consume
 LANG = "python"
 
 
-def effect(ledger: str, m: consume.Message) -> list[dict[str, Any]]:
+def effect(ledger: str, m: consume.Message) -> list[consume.TransactItem]:
     """The consumer's own writes for m: its ledger item, and its group's log."""
     return [
         {
@@ -62,61 +67,28 @@ def say(**fields: Any) -> None:
 
 def main() -> int:
     url, ledger = os.environ["OUTFLOW_INTEROP_QUEUE_URL"], os.environ["OUTFLOW_INTEROP_LEDGER"]
-    batch, visibility = int(os.environ["OUTFLOW_INTEROP_BATCH"]), int(os.environ["OUTFLOW_INTEROP_VISIBILITY"])
     retries = Config(retries={"max_attempts": 10, "mode": "standard"})
     db: Any = boto3.client("dynamodb", config=retries)
     sqs: Any = boto3.client("sqs", config=retries)
     inbox = consume.Inbox(db, os.environ["OUTFLOW_INTEROP_INBOX"], os.environ["OUTFLOW_INTEROP_CONSUMER"])
+    counts = consume.Counts()
 
-    stop = threading.Event()
+    def on_result(r: consume.Result) -> None:
+        counts.add(r)
+        m = r.message
+        say(outcome=str(r.outcome), key=m.key if m else "", group=m.group if m else "", seq=m.seq if m else 0,
+            closed=m.closed if m else "", redriven=m.redriven if m else False, error="" if r.error is None else f"{type(r.error).__name__}: {r.error}")
+
+    poller = inbox.poller(sqs, url, lambda m: effect(ledger, m), visibility=int(os.environ["OUTFLOW_INTEROP_VISIBILITY"]), wait=1, on_result=on_result)
 
     def watch() -> None:
         sys.stdin.read()  # stdin closes: stop
-        stop.set()
+        poller.stop()
 
     threading.Thread(target=watch, daemon=True).start()
-    counts = {"applied": 0, "duplicates": 0, "late": 0, "left": 0, "delete_failures": 0}
-    errors: list[str] = []
     say(ready=True)
-    while not stop.is_set():
-        out = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=batch,
-            WaitTimeSeconds=1,
-            VisibilityTimeout=visibility,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["MessageGroupId"],
-        )
-        done: list[dict[str, str]] = []
-        failed_groups: set[str] = set()
-        for i, raw in enumerate(out.get("Messages", [])):
-            group = raw.get("Attributes", {}).get("MessageGroupId", "")
-            if group in failed_groups:
-                counts["left"] += 1  # after a failure of its group in this batch: it comes back, in order
-                continue
-            try:
-                m = consume.from_queue(url, raw)
-                if m.closed:
-                    inbox.close(m)
-                else:
-                    inbox.apply(m, effect(ledger, m))
-                    say(applied=m.key, group=m.group, seq=m.seq)
-                    counts["applied"] += 1
-            except consume.DuplicateError:
-                counts["duplicates"] += 1
-            except consume.LateError:
-                counts["late"] += 1
-            except Exception as e:  # OrderError and anything else: leave it, and its group's later messages
-                counts["left"] += 1
-                failed_groups.add(group)
-                if len(errors) < 20:
-                    errors.append(f"{type(e).__name__}: {e}")
-                continue
-            done.append({"Id": str(i), "ReceiptHandle": raw["ReceiptHandle"]})
-        if done:
-            res = sqs.delete_message_batch(QueueUrl=url, Entries=done)
-            counts["delete_failures"] += len(res.get("Failed", []))
-    say(done=True, counts=counts, errors=errors)
+    poller.run()
+    say(done=True, counts={o.value: counts.of(o) for o in consume.Outcome})
     return 0
 
 
