@@ -239,3 +239,26 @@ func TestInbox_RefusesAnOrderedMessageWithoutItsGroup(t *testing.T) {
 	_, err = consume.NewInbox(nil, consume.InboxConfig{Table: "t", Consumer: "a b"})
 	require.Error(t, err)
 }
+
+// CreateTable may run at each start: a table that can hold the items is
+// left as it is; one with another key is refused, named.
+func TestCreateTable_LeavesASuitableTableAndRefusesAnotherKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	api := awstest.DynamoDB(t)
+	table := newTable(t)
+	require.NoError(t, consume.CreateTable(ctx, api, table), "the table exists already, with the inbox's key")
+
+	other := awstest.UniqueName("consume-other-key")
+	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(other),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)}) })
+	err = consume.CreateTable(ctx, api, other)
+	require.ErrorContains(t, err, "cannot hold inbox items")
+	require.ErrorContains(t, err, other)
+}

@@ -2,6 +2,8 @@ package consume
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -46,7 +48,10 @@ const (
 
 // CreateTable creates a table for inbox items, cursors and idempotency
 // records, encrypted, on demand, with TTL on AttrExpiresAt, and waits
-// until it is active.
+// until it is active. A table of that name that can hold them already
+// (a string partition key named AttrPK, no sort key) is left as it is and
+// nil returned, so a consumer may call it at each start; one with another
+// key schema is an error that says so.
 func CreateTable(ctx context.Context, api *dynamodb.Client, name string) error {
 	in := &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
@@ -55,5 +60,32 @@ func CreateTable(ctx context.Context, api *dynamodb.Client, name string) error {
 		BillingMode:          types.BillingModePayPerRequest,
 		SSESpecification:     &types.SSESpecification{Enabled: aws.Bool(true)},
 	}
-	return dynamo.Create(ctx, api, in, AttrExpiresAt)
+	err := dynamo.Create(ctx, api, in, AttrExpiresAt)
+	var inUse *types.ResourceInUseException
+	if !errors.As(err, &inUse) {
+		return err
+	}
+	out, derr := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if derr != nil {
+		return errors.Join(err, derr)
+	}
+	if !holdsInboxItems(out.Table) {
+		return fmt.Errorf("consume: table %s exists, and its key is not one string partition key named %q with no sort key: "+
+			"it cannot hold inbox items; name another table", name, AttrPK)
+	}
+	return nil
+}
+
+// holdsInboxItems reports whether t's key is the one string partition key
+// AttrPK.
+func holdsInboxItems(t *types.TableDescription) bool {
+	if t == nil || len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != AttrPK || t.KeySchema[0].KeyType != types.KeyTypeHash {
+		return false
+	}
+	for _, d := range t.AttributeDefinitions {
+		if aws.ToString(d.AttributeName) == AttrPK {
+			return d.AttributeType == types.ScalarAttributeTypeS
+		}
+	}
+	return false
 }
