@@ -257,7 +257,9 @@ func TestCreateTable_LeavesASuitableTableAndRefusesAnotherKey(t *testing.T) {
 		BillingMode:          types.BillingModePayPerRequest,
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)}) })
+	t.Cleanup(func() {
+		_, _ = api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
+	})
 	err = consume.CreateTable(ctx, api, other)
 	require.ErrorContains(t, err, "cannot hold inbox items")
 	require.ErrorContains(t, err, other)
