@@ -104,9 +104,9 @@ func (a *app) rootCommand() *cobra.Command {
 		shards = 4
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&a.table, "table", a.getenv("OUTFLOW_TABLE"), "outbox table name (default $OUTFLOW_TABLE)")
-	f.StringVar(&a.region, "region", a.getenv("AWS_REGION"), "AWS region (default $AWS_REGION)")
-	f.StringVar(&a.endpoint, "endpoint", a.getenv("AWS_ENDPOINT_URL"), "AWS endpoint URL, e.g. a local moto or LocalStack (default $AWS_ENDPOINT_URL)")
+	f.StringVar(&a.table, "table", a.getenv("OUTFLOW_TABLE"), "outbox table name; $OUTFLOW_TABLE when not given")
+	f.StringVar(&a.region, "region", a.getenv("AWS_REGION"), "AWS region; $AWS_REGION when not given")
+	f.StringVar(&a.endpoint, "endpoint", a.getenv("AWS_ENDPOINT_URL"), "AWS endpoint URL, e.g. a local moto or LocalStack; $AWS_ENDPOINT_URL when not given")
 	f.StringVar(&a.output, "output", "table", "output format: table or json")
 	f.IntVar(&a.shards, "shards", shards, "due-index shards, as the dispatcher's OUTFLOW_SHARDS")
 	root.AddCommand(a.deadCommand(), a.statsCommand(), a.enqueueCommand(), a.sweepCommand(), a.configCommand(), a.localCommand(), a.motoCommand(), a.checkCommand(), a.uiCommand(), a.versionCommand())
