@@ -29,10 +29,10 @@ func (a *app) statsCommand() *cobra.Command {
 		Use:   "stats",
 		Short: "Count due, not yet due and failed rows per shard and per queue, and the backlog lag; --exact and --blocked read rows for claimed rows and blocked ordered groups",
 		Long: "By default stats makes count queries only, a fixed number whatever the backlog: per shard, the due-index entries due now " +
-			"and not yet due, and the oldest due entry; per dead queue (the route names of --routes or OUTFLOW_ROUTES, else those the dispatcher published, --queues, and (none)), " +
+			"and not yet due, and the oldest due entry; per dead queue (the route names of --routes or OUTFLOW_ROUTES, --queues, and (none)), " +
 			"the dead-index entries. Each count stops at --cap entries and is then reported as a lower bound (≥). " +
-			"A claim leaves the index alone, so due counts claimed rows too; without routes, dead letters are tallied from a scan of the " +
-			"dead index, capped alike. --exact reads every due row's status and every dead letter (requests and memory grow with the " +
+			"A claim leaves the index alone, so due counts claimed rows too; without routes or queues, dead letters are tallied from a scan of the " +
+			"dead index, capped alike: every queue's, those of routes the dispatcher no longer publishes included, which its published routes would miss. --exact reads every due row's status and every dead letter (requests and memory grow with the " +
 			"backlog) to tell claimed rows apart, count each queue's pending and due rows, the blocked ordered groups, and the dead letters by outcome (see dead list). " +
 			"--blocked counts only the blocked ordered groups: an ordered group is blocked when its earliest dead letter blocks it " +
 			"(see dead list), and the oldest blocked age is how long the oldest such dead letter has been dead. " +
