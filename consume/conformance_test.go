@@ -119,7 +119,7 @@ func inboxScenarios(t *testing.T) []inboxScenario {
 
 func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	vs := decodeVectors(t)
-	require.GreaterOrEqual(t, len(vs), 83)
+	require.GreaterOrEqual(t, len(vs), 86)
 	shapes, envelopes, kinds, errEnvelopes, closed := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, false
 	for _, v := range vs {
 		shapes[v.Shape] = true
@@ -140,9 +140,14 @@ func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	for _, env := range []string{"sqs", "sns", "eventbridge"} {
 		require.True(t, slices.ContainsFunc(vs, func(v decodeVector) bool { return v.Want != nil && v.Want.Redriven && v.Want.Envelope == env }), "no redriven %s message", env)
 	}
+	for _, env := range []string{"sqs", "sns"} {
+		require.True(t, slices.ContainsFunc(vs, func(v decodeVector) bool {
+			return v.Want != nil && v.Want.Redriven && v.Want.Closed != "" && v.Want.Envelope == env
+		}), "no redriven closing message in the %s envelope", env)
+	}
 
 	ss := inboxScenarios(t)
-	require.GreaterOrEqual(t, len(ss), 25)
+	require.GreaterOrEqual(t, len(ss), 27)
 	outcomes, gaps, lates, joins := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, s := range ss {
 		gaps[s.Config.Gaps], lates[s.Config.Late], joins[s.Config.Join] = true, true, true

@@ -35,8 +35,9 @@ type Message struct {
 	// letters (the outflow.redriven attribute, or redriven in an event's
 	// outflow member): it keeps its place, but may come after its group
 	// went past it. An Inbox never lets such a row settle where a group
-	// it joined part-way through starts (see JoinWhereSeen). Outflow
-	// leaves the mark off a message whose attributes or size have no room
+	// it joined part-way through starts (see JoinWhereSeen). A message
+	// closing a redriven row's place carries it too. Outflow leaves the
+	// mark off a message whose attributes or size have no room
 	// for it, so its absence proves nothing.
 	Redriven bool
 	// Payload is the row's payload as staged, decoded from base64 when

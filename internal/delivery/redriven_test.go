@@ -70,7 +70,7 @@ func TestDeliver_MarksEveryCopyOfARedrivenRowWhereTheMarkFits(t *testing.T) {
 		limit.RedrivenAt = redrove
 		return []redrivenRow{
 			{fresh, false}, {redriven, true}, {retried, true},
-			{full, false}, {closing, false}, {atLimit(t, limit, fifo), false},
+			{full, false}, {closing, true}, {atLimit(t, limit, fifo), false},
 		}
 	}
 	cases := []struct {

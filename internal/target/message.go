@@ -38,7 +38,7 @@ const (
 	// group at it. It is sent only where it fits: a row whose own
 	// attributes fill SQS's 10, or whose message is within the
 	// attribute's bytes of the size limit, goes without it, as it was
-	// staged. A closing message never carries it.
+	// staged. A message closing a redriven row's place carries it too.
 	AttrRedriven = "outflow.redriven"
 	// RedrivenValue is the value AttrRedriven carries. Readers take the
 	// attribute's presence, whatever its value, for the mark.
@@ -147,12 +147,17 @@ func (m Message) Fits(limit int, whose string) error {
 }
 
 // MarkRedriven returns the message with AttrRedriven added if row was
-// redriven, is no closing message, and the attribute fits: an eleventh
-// attribute or one past limit bytes would make SQS or SNS refuse a row
-// that was valid when it was staged, so the message then goes unmarked.
+// redriven and the attribute fits: an eleventh attribute or one past
+// limit bytes would make SQS or SNS refuse a row that was valid when it
+// was staged, so the message then goes unmarked. A message closing the
+// place of a redriven row is marked too: the row failed again after its
+// place may have been closed once already, so this second closing
+// message may reach a queue subscribed since as its first message of the
+// group, and a JoinWhereSeen consumer must start the group there only on
+// trial, as at the redriven row itself.
 func (m Message) MarkRedriven(row outbox.Row, limit int) Message {
 	cost := len(AttrRedriven) + len(AttrType(AttrRedriven)) + len(RedrivenValue)
-	if row.RedrivenAt.IsZero() || row.Closed != "" || len(m.Attrs) >= MaxAttributes || m.Size+cost > limit {
+	if row.RedrivenAt.IsZero() || len(m.Attrs) >= MaxAttributes || m.Size+cost > limit {
 		return m
 	}
 	attrs := make(map[string]string, len(m.Attrs)+1)

@@ -51,8 +51,9 @@ export interface Message {
   /**
    * Set on every copy of a row an operator redrove (outflow.redriven): it
    * keeps its place but may come after its group went past it, so an Inbox
-   * never lets it settle where a group joined part-way starts. Outflow
-   * leaves the mark off where it does not fit.
+   * never lets it settle where a group joined part-way starts. A message
+   * closing a redriven row's place carries it too. Outflow leaves the mark
+   * off where it does not fit.
    */
   readonly redriven: boolean;
   /**

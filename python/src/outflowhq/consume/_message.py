@@ -38,8 +38,9 @@ class Message:
     attempt: int = 0
     #: Set on every copy of a row an operator redrove (outflow.redriven):
     #: it keeps its place but may come after its group went past it, so an
-    #: Inbox never lets it settle where a group joined part-way starts.
-    #: Outflow leaves the mark off where it does not fit.
+    #: Inbox never lets it settle where a group joined part-way starts. A
+    #: message closing a redriven row's place carries it too. Outflow
+    #: leaves the mark off where it does not fit.
     redriven: bool = False
     payload: bytes = b""
     attributes: dict[str, str] = field(default_factory=dict)
