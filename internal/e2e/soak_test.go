@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
@@ -33,13 +34,27 @@ import (
 	"github.com/outflowhq/outflow/internal/outbox"
 )
 
-// Routes: a standard queue, a FIFO queue whose groups are ordered and
-// skip their dead heads, and one whose groups block behind them until an
-// operator purges them.
+// Routes: a standard queue; a FIFO topic whose groups are ordered and
+// skip their dead heads, with a FIFO queue subscribed from the start and
+// (the joiner's) another from round joinRound on; and a FIFO queue whose
+// groups block behind their dead heads until an operator purges them,
+// until round switchRound, when the route is listed as skip instead.
 const (
 	routeTransfers = "transfers"
 	routeOrdered   = "ordered.fifo"
 	routeBlock     = "held.fifo"
+	// joinRound is the round before which the second queue is subscribed
+	// to the topic of the route that skips; switchRound the first round
+	// whose engines list the route that blocked as skip (a redeploy with
+	// OrderedRoutes changed); lateRound the round in which the producer
+	// stages its last few transfers, into groups whose other rows went
+	// before the second queue was subscribed.
+	joinRound   = 2
+	switchRound = 8
+	lateRound   = 12
+	// heldRefusal is the reason a send of a held transfer is refused for
+	// good: one the operator waits to see fixed, and does not purge.
+	heldRefusal = "refused for good, awaiting a fix (injected)"
 	// maxMessage is the dispatcher's message limit here, below the
 	// producer's (SQS's): a transfer padded past it is staged, then
 	// dead-lettered as too large, so groups of the skip route have gaps.
@@ -56,6 +71,12 @@ type transfer struct {
 	// refusedOnce is refused for good until the operator redrives it: a
 	// dead letter that then goes through.
 	refusedOnce bool
+	// refusedHeld, on the route that blocks, is refused for good, always
+	// (heldRefusal): a dead head the operator leaves for a fix, until the
+	// route is switched to skip and Outflow closes its place.
+	refusedHeld bool
+	// late is staged in round lateRound.
+	late bool
 	// fair is the group id a standard queue hands the consumer with the
 	// transfer (a fair queue's): it means no order.
 	fair string
@@ -81,44 +102,74 @@ func (c *clock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
 // deletes. At the end, for every account, the ledger holds exactly the
 // transfers delivered, each once, and the producer's total less the
 // dead letters the consumer never saw; every ordered group's log is its
-// staging order with gaps only at dead letters, which the consumer passed
-// as gaps, and a late copy is told from a gap.
+// staging order, every other place closed by Outflow's message, but for
+// places the operator gave up, which the consumer passed as gaps; and a
+// late copy is told from a gap.
 // The operator and the retrying producer take part: dead heads of the
 // route that blocks are purged every round (their places closed by
-// Outflow's message), dead letters of the route that skips are redriven
-// in rounds 10 and 14 (recorded late by the consumer when their group
-// went past them), after which its dead letters whose closing message
-// failed (holding their groups) are purged, and the producer reruns transactions of delivered
-// transfers (refused as staged). A third of the standard queue's
-// transfers reach the consumer with a group id, as a fair queue's do.
+// Outflow's message), but for those refused for a reason the operator
+// waits to see fixed; in round switchRound the route is listed as skip
+// instead, for every engine made from then on, and Outflow closes the
+// places of the dead heads left open under block before their successors
+// go; a round later the operator purges the route's dead letters beside
+// the sweeps, and may meet one Outflow has not closed yet.
+// Dead letters of the route that skips are redriven in rounds 10 and 14
+// (recorded late by the consumer when their group went past them), after
+// which its dead letters whose closing message failed (holding their
+// groups) are purged, as are the route that blocked's once it skips; and
+// the producer reruns transactions of delivered transfers (refused as
+// staged). A third of the standard queue's transfers reach the consumer
+// with a group id, as a fair queue's do.
+//
+// The route that skips is a FIFO topic, its consumer's queue subscribed
+// to it. With OUTFLOW_E2E_JOINER=1 a second FIFO queue is subscribed to
+// it before round joinRound, and its consumer (joiner) joins each group
+// where it first sees it (JoinWhereSeen, under GapWait): part-way through
+// for most groups, and at a redriven row for quiet groups, whose rows had
+// all gone before it was subscribed, which the producer's last few
+// transfers (round lateRound) then continue. From the place it joined at,
+// it applies or closes every place of every group once, in order, to the
+// group's end, and its queue drains: no group waits for ever. It is off
+// by default while a product stall it finds is open (see the joiner's
+// comment in the test).
 //
 // OUTFLOW_E2E_ROWS sets the size (300 in make test; make soak-e2e runs
 // 20,000), OUTFLOW_E2E_SEED the seed, OUTFLOW_E2E_REPORT a file for the
-// report.
+// report, OUTFLOW_E2E_JOINER=1 the joiner.
 func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	t.Parallel()
 	rows := awstest.EnvInt("OUTFLOW_E2E_ROWS", 300)
 	seed := uint64(awstest.EnvInt("OUTFLOW_E2E_SEED", int(time.Now().UnixNano()%1_000_000_007)))
-	t.Logf("end-to-end soak: %d rows, seed %d", rows, seed)
+	// The joiner and its quiet groups are off unless asked for (see the
+	// joiner, below).
+	joinerOn := os.Getenv("OUTFLOW_E2E_JOINER") == "1"
+	quietGroups := joinerOn
+	env := ""
+	if joinerOn {
+		env = "OUTFLOW_E2E_JOINER=1 "
+	}
+	t.Logf("end-to-end soak: %d rows, seed %d%s", rows, seed, map[bool]string{true: ", the joiner and its quiet groups"}[joinerOn])
 	defer func() {
 		if t.Failed() {
-			t.Logf("FAILED with seed %d: OUTFLOW_E2E_SEED=%d OUTFLOW_E2E_ROWS=%d go test -count=1 -run '^TestSoak_EveryTransferIsAppliedOnceAndInOrder$' ./internal/e2e", seed, seed, rows)
+			t.Logf("FAILED with seed %d: %sOUTFLOW_E2E_SEED=%d OUTFLOW_E2E_ROWS=%d go test -count=1 -run '^TestSoak_EveryTransferIsAppliedOnceAndInOrder$' ./internal/e2e", seed, env, seed, rows)
 		}
 	}()
 	start := time.Now()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	db := awstest.DynamoDB(t)
-	sqsClient := awstest.SQS(t)
+	sqsClient, snsClient := awstest.SQS(t), awstest.SNS(t)
 	if os.Getenv(awstest.EndpointEnv) == "" {
 		// The queues get a moto server of their own: one server's
 		// Python process, on one core, is what bounds the soak's pace.
+		// The topic lives there too: moto delivers to a subscribed
+		// queue inside its own process.
 		srv, err := moto.Start(ctx)
 		require.NoError(t, err)
 		t.Cleanup(srv.Stop)
 		cfg, err := awstest.Config(ctx, srv.URL)
 		require.NoError(t, err)
-		sqsClient = sqs.NewFromConfig(cfg)
+		sqsClient, snsClient = sqs.NewFromConfig(cfg), sns.NewFromConfig(cfg)
 	}
 	outboxTable := awstest.NewTable(t)
 	bank, ledgerTable := newTable(t, db, "bank"), newTable(t, db, "ledger")
@@ -129,8 +180,12 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	require.NoError(t, err)
 	producer, err := outflow.NewProducer(db, outflow.Config{Table: outboxTable, Shards: shards, Ordered: []string{routeOrdered, routeBlock}})
 	require.NoError(t, err)
-	routes := delivery.Routes{routeTransfers: awstest.NewQueueOn(t, sqsClient, false), routeOrdered: awstest.NewQueueOn(t, sqsClient, true),
+	// queues are the consumers' queues, one per route (the topic's first
+	// subscriber for the route that skips); the joiner's comes later.
+	topic := newTopic(t, snsClient)
+	queues := map[string]string{routeTransfers: awstest.NewQueueOn(t, sqsClient, false), routeOrdered: subscribe(t, snsClient, sqsClient, topic),
 		routeBlock: awstest.NewQueueOn(t, sqsClient, true)}
+	routes := delivery.Routes{routeTransfers: queues[routeTransfers], routeOrdered: topic, routeBlock: queues[routeBlock]}
 	op, err := dynamo.NewOperator(db, dynamo.Config{Table: outboxTable, Shards: shards})
 	require.NoError(t, err)
 
@@ -138,30 +193,51 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	// ordered groups (two hot, many small), a quarter of those on the
 	// route that blocks; a few padded past the dispatcher's limit, at
 	// least one in each of the first groups of each route; a few refused
-	// once, at least one in the first group of the route that skips. Of
-	// the unordered transfers, a third reach the consumer with a group id
-	// (a fair queue's), which means no order there.
+	// once, at least one in the first group of the route that skips; a
+	// few on the route that blocks refused for good (heldRefusal), at
+	// least one with a successor. Of the unordered transfers, a third
+	// reach the consumer with a group id (a fair queue's), which means no
+	// order there.
+	//
+	// With the joiner (joinerOn), half the ordered transfers of the route
+	// that skips in the first wave go to early groups, which have no other
+	// rows until the last few transfers (staged in round lateRound, all in
+	// early groups): quiet when the joiner's queue is subscribed, the
+	// first message it gets of one is a redriven row, or the message
+	// closing a redriven row's place again. One of them has a row refused
+	// once (redriven, it goes through), one a row padded past the limit
+	// (redriven, it dies again, and its place is closed again).
 	accounts := max(5, rows/400)
 	smallGroups := max(2, rows/40)
+	earlyGroups, lateRows := 0, 0
+	if quietGroups {
+		earlyGroups, lateRows = max(2, rows/150), max(6, rows/50)
+	}
 	all := make([]transfer, rows)
 	byKey := make(map[string]transfer, rows)
 	groups := map[string][]string{} // each group's keys in staging order
-	refusedOnce := map[string]bool{}
+	refusedOnce, refusedHeld := map[string]bool{}, map[string]bool{}
 	for i := range all {
 		tr := transfer{key: fmt.Sprintf("e2e-%06d", i), account: fmt.Sprintf("acct-%03d", rng.IntN(accounts)), route: routeTransfers, amount: 1 + rng.Int64N(999)}
+		tr.late = i >= rows-lateRows
 		switch {
-		case rng.Float64() < 0.35:
+		case tr.late || rng.Float64() < 0.35:
 			tr.route, tr.group = routeOrdered, "small-"+strconv.Itoa(rng.IntN(smallGroups))
 			if rng.Float64() < 0.4 {
 				tr.group = "hot-" + strconv.Itoa(rng.IntN(2))
 			}
-			if rng.Float64() < 0.25 {
+			switch {
+			case tr.late || (quietGroups && i < (rows-lateRows)/4 && rng.Float64() < 0.5):
+				tr.group = "early-" + strconv.Itoa(rng.IntN(earlyGroups))
+			case rng.Float64() < 0.25:
 				tr.route, tr.group = routeBlock, "held-"+strconv.Itoa(rng.IntN(max(2, smallGroups/4)))
 			}
 			groups[tr.group] = append(groups[tr.group], tr.key)
 			tr.place = int64(len(groups[tr.group]))
-			tr.tooLarge = rng.Float64() < 0.03 || (tr.place == 2 && (tr.group == "hot-0" || tr.group == "held-0"))
-			tr.refusedOnce = tr.route == routeOrdered && !tr.tooLarge && (rng.Float64() < 0.02 || (tr.place%5 == 3 && tr.group == "hot-1"))
+			tr.tooLarge = rng.Float64() < 0.03 || (tr.place == 2 && (tr.group == "hot-0" || tr.group == "held-0" || tr.group == "early-1"))
+			tr.refusedOnce = tr.route == routeOrdered && !tr.tooLarge && !tr.late &&
+				(rng.Float64() < 0.02 || (tr.place%5 == 3 && tr.group == "hot-1") || (tr.place == 3 && tr.group == "early-0"))
+			tr.refusedHeld = tr.route == routeBlock && !tr.tooLarge && (rng.Float64() < 0.06 || (tr.place == 3 && tr.group == "held-1"))
 		case rng.Float64() < 0.33:
 			tr.fair = "fair-" + strconv.Itoa(rng.IntN(4))
 			tr.tooLarge = rng.Float64() < 0.005
@@ -170,6 +246,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		}
 		if tr.refusedOnce {
 			refusedOnce[tr.key] = true
+		}
+		if tr.refusedHeld {
+			refusedHeld[tr.key] = true
 		}
 		all[i], byKey[tr.key] = tr, tr
 	}
@@ -182,11 +261,11 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		faults.StallClaimed: 0.003, faults.StallSend: 0.003, faults.StallSettle: 0.003,
 	})
 	clk := &clock{}
-	wire := &wireLog{next: sqsClient, clock: clk.Now, start: start}
-	router, err := delivery.New(delivery.Clients{SQS: faults.SQS{Next: wire, Plan: plan}}, routes, maxMessage)
+	wire := &wireLog{next: sqsClient, nextSNS: snsClient, clock: clk.Now, start: start}
+	router, err := delivery.New(delivery.Clients{SQS: faults.SQS{Next: wire, Plan: plan}, SNS: faults.SNS{Next: wire, Plan: plan}}, routes, maxMessage)
 	require.NoError(t, err)
+	// policy is every engine's but for its ordered routes (policyAt).
 	policy := outbox.DefaultPolicy()
-	policy.Ordered = map[string]outbox.DeadHead{routeOrdered: outbox.DeadHeadSkip, routeBlock: outbox.DeadHeadBlock}
 	policy.MaxAttempts = 6
 	policy.BackoffBase, policy.BackoffMax = time.Second, 8*time.Second
 	// The lease is a minute of the clock, which runs at least as fast as
@@ -198,18 +277,37 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	policy.Concurrency = 8
 	policy.RowBudget = max(400, rows/20)
 	policy.BatchLinger = 5 * time.Millisecond
+	// policyAt is the policy of the engines of a round: the route that
+	// blocks is listed as block until switchRound and as skip from then
+	// on, as after a redeploy with OrderedRoutes changed. Each engine gets
+	// a map of its own, which nothing changes while it runs.
+	policyAt := func(round int) outbox.Policy {
+		p := policy
+		p.Ordered = map[string]outbox.DeadHead{routeOrdered: outbox.DeadHeadSkip, routeBlock: outbox.DeadHeadBlock}
+		if round >= switchRound {
+			p.Ordered[routeBlock] = outbox.DeadHeadSkip
+		}
+		return p
+	}
 	stalls := &faults.Stalls{Plan: plan, Advance: clk.Advance, Jump: policy.Lease + time.Second}
 	// Each send of a refusedOnce row is refused for good (not a message
 	// closing its place) until fixed: SQS refusing the message, say, for
-	// a setting the operator then fixes before redriving the rows.
+	// a setting the operator then fixes before redriving the rows. A
+	// refusedHeld row's sends are refused for good, always.
 	var fixed atomic.Bool
-	var refused atomic.Int64
+	var refused, refusedHeldSends atomic.Int64
 	sender := faults.Refuse{Next: stalls.Deliverer(router), Fail: func(row outbox.Row) error {
-		if !refusedOnce[row.Key] || row.Closed != "" || fixed.Load() {
+		switch {
+		case row.Closed != "":
 			return nil
+		case refusedHeld[row.Key]:
+			refusedHeldSends.Add(1)
+			return outbox.Permanent(errors.New(heldRefusal))
+		case refusedOnce[row.Key] && !fixed.Load():
+			refused.Add(1)
+			return outbox.Permanent(errors.New("refused for good (injected)"))
 		}
-		refused.Add(1)
-		return outbox.Permanent(errors.New("refused for good (injected)"))
+		return nil
 	}}
 
 	// The consumer, under its own faults, one poller per queue at a time
@@ -226,7 +324,10 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	}
 	stopConsumers := make(chan struct{})
 	var consumers sync.WaitGroup
-	for route, url := range routes {
+	// consumeQueue runs two consumer processes on a queue, each restarted
+	// when killed.
+	type hook func(context.Context, *process, consume.Message) error
+	consumeQueue := func(url string, stats *consumerStats, fair func(string) string, apply, closed hook) {
 		for range 2 {
 			consumers.Go(func() {
 				for {
@@ -236,14 +337,11 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 					default:
 					}
 					pctx, cancel := context.WithCancel(ctx)
-					proc := &process{next: sqsClient, plan: cplan, stop: cancel, stats: stats}
-					if route == routeTransfers {
-						proc.fair = func(key string) string { return byKey[key].fair }
-					}
+					proc := &process{next: sqsClient, plan: cplan, stop: cancel, stats: stats, fair: fair}
 					stats.lives.Add(1)
 					p := &consume.Poller{API: proc, QueueURL: url, Concurrency: 4, Visibility: time.Second, Wait: time.Second,
-						Apply:  func(ctx context.Context, m consume.Message) error { return led.apply(ctx, proc, inboxes[route], m) },
-						Closed: func(ctx context.Context, m consume.Message) error { return led.close(ctx, proc, inboxes[route], m) }}
+						Apply:  func(ctx context.Context, m consume.Message) error { return apply(ctx, proc, m) },
+						Closed: func(ctx context.Context, m consume.Message) error { return closed(ctx, proc, m) }}
 					stopped := make(chan struct{})
 					go func() {
 						select {
@@ -258,6 +356,16 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			})
 		}
 	}
+	for route, url := range queues {
+		in := inboxes[route]
+		var fair func(string) string
+		if route == routeTransfers {
+			fair = func(key string) string { return byKey[key].fair }
+		}
+		consumeQueue(url, stats, fair,
+			func(ctx context.Context, proc *process, m consume.Message) error { return led.apply(ctx, proc, in, m) },
+			func(ctx context.Context, proc *process, m consume.Message) error { return led.close(ctx, proc, in, m) })
+	}
 	defer func() { // on a failure too, before the queues go
 		select {
 		case <-stopConsumers:
@@ -267,15 +375,71 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		consumers.Wait()
 	}()
 
-	// Run: the producer stages a quarter of the transfers in each of the
-	// first four rounds, while three sweepers (two partitions of a
-	// backstop of two, and one whole sweep racing both; some crash) run;
-	// the clock moves a second per round.
+	// Run: the producer stages a quarter of the transfers (but the last
+	// few) in each of the first four rounds, while three sweepers (two
+	// partitions of a backstop of two, and one whole sweep racing both;
+	// some crash) run; the clock moves a second per round.
 	var sweeps, crashes, staged, purges, purgesOpen, purgesHeld, redrives atomic.Int64
+	var purgesSwitch, purgesHeldOpen, redrivesRefused atomic.Int64
 	// The redrives of the route that skips are in rounds 10 and 14; after
 	// them, its open places are purged (runRound).
 	const lastRedrive = 14
 	purgedOpen := map[string]bool{}
+	// givenUp holds the dead letters the operator gave the place of up: a
+	// purge deleted them after their purge's closing message had failed
+	// (purge-unsent, purge-unsure), so no message will ever close their
+	// place. They are the only places a consumer may find open for good.
+	var givenUpMu sync.Mutex
+	givenUp := map[string]bool{}
+	// unclosedAtSwitch holds the dead letters of the route that blocked
+	// left with their place never closed when it was switched to skip.
+	var unclosedAtSwitch []dynamo.DeadRef
+	// deadRefs lists a route's dead letters as an operator finds them:
+	// the dead index, then each one's place and closed.
+	deadRefs := func(route string) ([]dynamo.DeadRef, error) {
+		refs, err := op.ListDead(ctx, dynamo.DeadQuery{Queue: route}, 0)
+		if err != nil {
+			return nil, err
+		}
+		return op.WithGroups(ctx, refs)
+	}
+	// purge purges the dead letters named, as they were at chosen, and
+	// notes those whose place it gave up.
+	purge := func(refs []dynamo.DeadRef, chosen time.Time) (operate.Result, error) {
+		if len(refs) == 0 {
+			return operate.Result{}, nil // with no keys a purge takes its selection
+		}
+		keys := make([]string, len(refs))
+		for i, d := range refs {
+			keys[i] = d.Key
+		}
+		now := clk.Now()
+		res, err := operate.Purge(ctx, op, keys, operate.Selection{}, chosen, operate.Hold{Now: now, Wait: policy.UnsureWait()}, nil)
+		if err != nil {
+			return res, err
+		}
+		for _, d := range refs {
+			if d.Closed != outbox.ClosedPurgeUnsent && d.Closed != outbox.ClosedPurgeUnsure {
+				continue
+			}
+			row, err := store.Get(ctx, d.Key)
+			if err != nil {
+				return res, err
+			}
+			if row == nil {
+				givenUpMu.Lock()
+				givenUp[d.Key] = true
+				givenUpMu.Unlock()
+			}
+		}
+		return res, nil
+	}
+	// open keeps the dead letters whose place's closing message failed
+	// (closed unsent, unsure, purge-unsent, purge-unsure): each holds its
+	// group under either policy, as the BlockedGroupAlarm says.
+	open := func(refs []dynamo.DeadRef) []dynamo.DeadRef {
+		return slices.DeleteFunc(refs, func(d dynamo.DeadRef) bool { return !outbox.PlaceOpen(d.Closed) })
+	}
 	stageWave := func(wave []transfer) error {
 		// Four producers; a group's transfers stay with one, in order.
 		errs := make([]error, 4)
@@ -308,7 +472,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		for w, part := range sweepers {
 			sctx, cancel := context.WithCancel(ctx)
 			cs := &faults.Crasher{Store: stalls.Store(faults.Store{Store: store, Plan: plan}), Crash: cancel}
-			e, err := outbox.New(cs, sender, policy, outbox.WithClock(clk.Now))
+			e, err := outbox.New(cs, sender, policyAt(round), outbox.WithClock(clk.Now))
 			require.NoError(t, err)
 			if plan.Hit(faults.Crash, round, w) {
 				crashes.Add(1)
@@ -318,6 +482,34 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 				defer cancel()
 				_, _ = e.SweepPartition(sctx, part)
 				sweeps.Add(1)
+			})
+		}
+		if round == switchRound {
+			// The redeploy's round: the route that blocked skips now, and
+			// its first sweeps close the places its dead heads left open.
+			refs, err := deadRefs(routeBlock)
+			require.NoError(t, err)
+			for _, d := range refs {
+				if d.Closed == "" {
+					unclosedAtSwitch = append(unclosedAtSwitch, d)
+				}
+			}
+		}
+		var switchErr error
+		if round == switchRound+1 {
+			// The round after it, the operator purges every dead letter of
+			// the route, beside the sweeps, as listed before them: one
+			// whose place Outflow closed is deleted; one Outflow has not
+			// closed yet (its successor not yet read) is closed by the
+			// purge's message, unless Outflow's close comes first.
+			chosen := clk.Now()
+			refs, err := deadRefs(routeBlock)
+			require.NoError(t, err)
+			works = append(works, func() {
+				res, err := purge(refs, chosen)
+				switchErr = err
+				purgesSwitch.Add(int64(res.Done))
+				purgesHeld.Add(int64(res.Held))
 			})
 		}
 		var stageErr error
@@ -330,31 +522,44 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		}
 		wg.Wait()
 		require.NoError(t, stageErr, "the producer's transactions")
-		// The operator purges the dead heads holding groups of the route
-		// that blocks, each round: each place is closed by its message, and
-		// the group goes on. One whose send may still land is held, and
-		// purged in a later round.
+		require.NoError(t, switchErr, "the operator's purge after the redeploy")
 		now := clk.Now()
-		res, err := operate.Purge(ctx, op, nil, operate.Selection{Queue: routeBlock}, now, operate.Hold{Now: now, Wait: policy.UnsureWait()}, nil)
-		require.NoError(t, err, "the operator's purge")
-		purges.Add(int64(res.Done))
-		purgesHeld.Add(int64(res.Held))
-		// On the route that skips, a dead letter whose closing message
-		// could not be sent (closed "unsent") holds its group, as the
-		// BlockedGroupAlarm says; once the redrives are over, the operator
-		// purges it, which sends its closing message again. (Named by key:
-		// with no keys, a purge takes its selection.)
-		var open []string
-		if round > lastRedrive {
-			open = openPlaces(ctx, t, op, routeOrdered)
+		if round <= switchRound {
+			// The operator purges the dead heads holding groups of the
+			// route that blocks, each round: each place is closed by its
+			// message, and the group goes on. One whose send may still
+			// land is held, and purged in a later round. One refused for
+			// a reason the operator waits to see fixed (heldRefusal) is
+			// left, and its group waits.
+			refs, err := deadRefs(routeBlock)
+			require.NoError(t, err)
+			refs = slices.DeleteFunc(refs, func(d dynamo.DeadRef) bool { return strings.Contains(d.LastError, heldRefusal) })
+			res, err := purge(refs, now)
+			require.NoError(t, err, "the operator's purge")
+			purges.Add(int64(res.Done))
+			purgesHeld.Add(int64(res.Held))
 		}
-		if len(open) > 0 {
-			res, err := operate.Purge(ctx, op, open, operate.Selection{}, now, operate.Hold{Now: now, Wait: policy.UnsureWait()}, nil)
-			require.NoError(t, err, "the operator's purge of open places")
-			for _, k := range open {
-				purgedOpen[k] = true
+		// A dead letter whose closing message could not be sent holds its
+		// group under either policy; the operator purges it, which sends
+		// its closing message again: on the route that blocked, once it
+		// skips; on the route that skips, once the redrives are over.
+		for _, route := range []string{routeBlock, routeOrdered} {
+			if (route == routeBlock && round <= switchRound+1) || (route == routeOrdered && round <= lastRedrive) {
+				continue
 			}
-			purgesOpen.Add(int64(res.Done))
+			refs, err := deadRefs(route)
+			require.NoError(t, err)
+			refs = open(refs)
+			res, err := purge(refs, now)
+			require.NoError(t, err, "the operator's purge of open places")
+			for _, d := range refs {
+				purgedOpen[d.Key] = true
+			}
+			if route == routeBlock {
+				purgesHeldOpen.Add(int64(res.Done))
+			} else {
+				purgesOpen.Add(int64(res.Done))
+			}
 			purgesHeld.Add(int64(res.Held))
 		}
 		clk.Advance(time.Second)
@@ -364,14 +569,23 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	}
 	// The producer's retries: in rounds 6 to 9, after most of the
 	// transfers were delivered, the producer runs the transaction of one
-	// transfer in 50 again, as after a lost answer. Each is refused as
+	// transfer in 200 again, as after a lost answer. Each is refused as
 	// staged already (its row kept as done, or still pending, or dead),
 	// and the account is not moved twice: no key takes a second place.
-	var retried, retriedRefused atomic.Int64
+	// One whose row the operator purged away is not retried: its key is
+	// free again, and a retry would stage a new transfer under it
+	// (docs/guarantees.md), which the soak does not model.
+	var retried, retriedRefused, retriedSkipped atomic.Int64
 	retryWave := func(round int) error {
 		var errs []error
 		for i, tr := range all {
-			if (i+round)%200 != 0 {
+			if (i+round)%200 != 0 || tr.late {
+				continue
+			}
+			if row, err := store.Get(ctx, tr.key); err != nil {
+				return err
+			} else if row == nil {
+				retriedSkipped.Add(1)
 				continue
 			}
 			retried.Add(1)
@@ -387,11 +601,51 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		}
 		return errors.Join(errs...)
 	}
+	// The joiner: its queue is subscribed to the topic between rounds,
+	// once no call to SNS is in flight, so each message the topic stored
+	// before reached the first queue alone, and each one after both.
+	//
+	// It is off unless OUTFLOW_E2E_JOINER=1, and so are its quiet groups:
+	// a dead letter of the route that skips whose place was closed, then
+	// redriven, and dead again (too large, say) has its place closed
+	// again by a message without the outflow.redriven mark (no closing
+	// message carries it). When that message is the first the joiner gets
+	// of a group (a quiet group, or one whose next row waits behind an
+	// unsettled send until the drain), JoinWhereSeen joins the group
+	// there for good, and the group's next row waits at the gap for ever:
+	// seed 271371169 every time (a quiet group), and, before quiet groups
+	// came with the joiner, 772369515 in 5 runs of 6 (hot-0, behind its
+	// place 6), at c3e88a7 and 510cdb2. Turn it on by default once such a
+	// place starts a group only on trial.
+	jstats := &consumerStats{}
+	jinbox, err := consume.NewInbox(db, consume.InboxConfig{Table: ledgerTable, Consumer: "joiner-ordered", TTL: 24 * time.Hour, Join: consume.JoinWhereSeen})
+	require.NoError(t, err)
+	join := newJoiner(db, ledgerTable, jinbox, cplan, byKey, start, func(group string, from, to int64) bool {
+		givenUpMu.Lock()
+		defer givenUpMu.Unlock()
+		for p := from; p <= to; p++ {
+			if !givenUp[groups[group][p-1]] {
+				return false
+			}
+		}
+		return true
+	})
+	var joinerQueue string
+	firstWaves := all[:rows-lateRows]
 	round := 0
 	for ; round < 20; round++ {
 		var wave []transfer
-		if round < 4 {
-			wave = all[round*rows/4 : (round+1)*rows/4]
+		switch {
+		case round < 4:
+			wave = firstWaves[round*len(firstWaves)/4 : (round+1)*len(firstWaves)/4]
+		case round == lateRound:
+			wave = all[len(firstWaves):]
+		}
+		if joinerOn && round == joinRound {
+			require.True(t, wire.quiet(time.Minute), "a call to SNS still unanswered after a minute")
+			joinerQueue = subscribe(t, snsClient, sqsClient, topic)
+			t.Logf("the joiner's queue subscribed at %s (clock +%s)", time.Since(start).Round(time.Millisecond), clk.Now().Sub(start).Round(time.Millisecond))
+			consumeQueue(joinerQueue, jstats, nil, join.apply, join.close)
 		}
 		runRound(round, wave)
 		if round >= 6 && round < 10 {
@@ -411,9 +665,12 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 				led.redriven[d.Key] = true
 			}
 			led.mu.Unlock()
-			res, err := operate.Redrive(ctx, op, keys, operate.Selection{}, clk.Now(), nil)
-			require.NoError(t, err, "the operator's redrive")
-			redrives.Add(int64(res.Done))
+			if len(keys) > 0 { // with no keys a redrive takes its selection
+				res, err := operate.Redrive(ctx, op, keys, operate.Selection{}, clk.Now(), nil)
+				require.NoError(t, err, "the operator's redrive")
+				redrives.Add(int64(res.Done))
+				redrivesRefused.Add(int64(res.MayHaveClosed))
+			}
 		}
 	}
 	// Drain: Outflow's faults off; leases, backoffs and the wait behind an
@@ -463,6 +720,15 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		listedKeys = append(listedKeys, d.Key)
 	}
 	require.ElementsMatch(t, slices.Collect(maps.Keys(dead)), listedKeys, "the dead letters the operator lists are the rows left failed")
+	// No dead letter of an ordered group is left with its place never
+	// closed unless it is its group's last: under skip (the route that
+	// skips, and the one that blocked once switched) Outflow closes such
+	// a place before its successor goes.
+	for k, row := range dead {
+		if tr := byKey[k]; tr.group != "" && row.Closed == "" {
+			require.Equal(t, int64(len(groups[tr.group])), tr.place, "%s, place %d of %s on %s, is a dead letter whose place was never closed, and its group went on", k, tr.place, tr.group, tr.route)
+		}
+	}
 
 	// The consumer: wait until every row Outflow delivered is applied,
 	// while it makes progress (kills and lapsing visibility timeouts
@@ -476,8 +742,10 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		}
 		return got
 	}
+	// The joiner, until its queue is drained.
 	var missing []string
-	last, lastChange := -1, time.Now()
+	joinerDrained := !joinerOn
+	last, lastChange := int64(-1), time.Now()
 	for {
 		got := applied()
 		missing = missing[:0]
@@ -489,14 +757,21 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 				missing = append(missing, tr.key)
 			}
 		}
+		if joinerOn {
+			joinerDrained, err = drained(ctx, sqsClient, joinerQueue)
+			require.NoError(t, err)
+		}
 		led.mu.Lock()
 		wrong := len(led.passed) + len(led.problems)
 		led.mu.Unlock()
-		if len(missing) == 0 || wrong > 0 {
+		join.mu.Lock()
+		wrong += len(join.problems)
+		join.mu.Unlock()
+		if (len(missing) == 0 && joinerDrained) || wrong > 0 {
 			break // done, or a message the consumer must refuse for ever
 		}
-		if len(got) != last {
-			last, lastChange = len(got), time.Now()
+		if n := int64(len(got)) + join.progress(); n != last {
+			last, lastChange = n, time.Now()
 		}
 		if time.Since(lastChange) > 2*time.Minute {
 			break // no effect in two minutes: the rest is lost
@@ -629,7 +904,10 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 			require.True(t, closedPlaces[byKey[k].group][byKey[k].place], "%s was purged, its place closed by Outflow, never at the consumer", k)
 		}
 	}
+	// A gap is a place that reached the consumer neither as its row nor
+	// closed: only one the operator gave up may be passed.
 	var gapPlaces, orderedRows int
+	end := map[string]int64{} // each group's last place applied or closed
 	for _, id := range slices.Sorted(maps.Keys(groups)) {
 		keys := groups[id]
 		orderedRows += len(keys)
@@ -638,6 +916,9 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		var run *gap
 		for i, k := range keys {
 			place := int64(i + 1)
+			if !deadNotApplied[k] || closedPlaces[id][place] {
+				end[id] = place
+			}
 			if deadNotApplied[k] && closedPlaces[id][place] {
 				// Closed by its message: the cursor moved past it, and a
 				// run of places before it was passed as a gap.
@@ -672,6 +953,33 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		require.Equal(t, wantGaps, gotGaps, "group %s: the consumer passed exactly the places of dead letters left open as gaps", id)
 		for _, g := range gotGaps {
 			gapPlaces += int(g.to - g.from + 1)
+			for p := g.from; p <= g.to; p++ {
+				require.True(t, givenUp[keys[p-1]], "group %s: place %d (%s) reached the consumer neither as its row nor closed, and no operator gave it up", id, p, keys[p-1])
+			}
+		}
+	}
+	// The dead heads the route that blocked left with their place never
+	// closed when it was switched to skip: each place was closed before
+	// its successors went, by Outflow's message (dead-letter) or by the
+	// operator's purge that met it first, unless it is its group's last.
+	var switchClosed, switchDeleted, switchPurged, switchTails int
+	for _, d := range unclosedAtSwitch {
+		tr := byKey[d.Key]
+		row, isDead := dead[d.Key]
+		prow, isPurged := purged[d.Key]
+		switch {
+		case isDead && row.Closed == outbox.ClosedDeadLetter:
+			switchClosed++
+		case isPurged && prow == nil && !givenUp[d.Key]:
+			switchDeleted++ // closed by Outflow, then purged
+		case isPurged && prow != nil:
+			switchPurged++
+		case isDead && row.Closed == "":
+			switchTails++
+		}
+		if tr.place < int64(len(groups[tr.group])) {
+			require.True(t, closedPlaces[tr.group][tr.place] || got[d.Key] || givenUp[d.Key],
+				"%s, place %d of %s, a dead head left unclosed under block when its route was switched to skip: its group went on, and its place never reached the consumer (%+v)", d.Key, tr.place, tr.group, row)
 		}
 	}
 
@@ -716,6 +1024,27 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	}
 	require.Len(t, applied(), len(got), "the late copies changed nothing")
 
+	// The joiner: each group from the place it joined at to its end, and
+	// nothing left in its queue.
+	deadOrPurged := map[string]bool{}
+	for k := range dead {
+		deadOrPurged[k] = true
+	}
+	for k := range purged {
+		deadOrPurged[k] = true
+	}
+	led.mu.Lock()
+	redriven := maps.Clone(led.redriven)
+	led.mu.Unlock()
+	var jout joinOutcome
+	if joinerOn {
+		if !joinerDrained {
+			t.Log(joinerStuck(ctx, t, join, db, ledgerTable, "joiner-ordered", end, store, wire, groups, start))
+		}
+		jout = checkJoiner(t, join, db, ledgerTable, "joiner-ordered", groups, byKey, end, got, deadOrPurged, redriven)
+		require.True(t, joinerDrained, "the joiner's queue still holds messages it does not apply: a group waits for ever")
+	}
+
 	var stagedAmount int64
 	for _, tr := range all {
 		stagedAmount += tr.amount
@@ -743,7 +1072,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		}
 	}
 	require.Equal(t, planned, tooLarge, "every transfer padded past the limit is a dead letter, unless the operator purged it")
-	closedByPurge, fairCount := 0, 0
+	closedByPurge, fairCount, heldRows, heldGroups := 0, 0, 0, map[string]bool{}
 	for _, row := range purged {
 		if row != nil {
 			closedByPurge++
@@ -753,6 +1082,28 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 		if tr.fair != "" {
 			fairCount++
 		}
+		if tr.route == routeBlock {
+			heldRows++
+			heldGroups[tr.group] = true
+		}
+	}
+	joinerLine := "off (OUTFLOW_E2E_JOINER=1 subscribes a second queue part-way, JoinWhereSeen; its quiet groups)"
+	if joinerOn {
+		trials := ""
+		if len(jout.trials) > 0 {
+			trials = " (" + strings.Join(jout.trials, "; ") + ")"
+		}
+		joinerLine = fmt.Sprintf(`a second queue subscribed to %s's topic before round %d, JoinWhereSeen under GapWait: %d groups, %d joined part-way, %d from place 1,
+                %d still on trial at a redriven row; %d redriven rows applied or closed on trial%s, %d places passed joining;
+                %d applies in %d process lives: %d effects committed, %d places closed, %d rows and %d closing messages recorded late,
+                %d duplicates refused, %d refused for a retry (not its turn), %d gaps passed (given up); killed before the effect %d, after it %d`,
+			routeOrdered, joinRound, jout.groups, jout.partWay, jout.fromStart, jout.onTrial, jout.trialJoins, trials, jout.skipped,
+			join.applies.Load(), jstats.lives.Load(), join.committed.Load(), joinClosed(join), len(join.late), len(join.lateClosed),
+			join.duplicates.Load(), join.waits.Load(), len(join.passed), join.killedBefore.Load(), join.killedAfter.Load())
+	}
+	quietLine := ""
+	if quietGroups {
+		quietLine = fmt.Sprintf("\n                quiet groups: %d transfers in round %d, into %d groups whose other rows went in the first round", lateRows, lateRound, earlyGroups)
 	}
 	var why []string
 	for _, r := range slices.Sorted(maps.Keys(reasons)) {
@@ -760,7 +1111,7 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
 	}
 	report := fmt.Sprintf(`end-to-end soak report (seed %d, %d rows, %s)
   producer      %d transactions (account update + outbox row), %d accounts, total %d
-                %d ordered rows in %d groups on %s (dead heads skipped), %d on %s
+                %d ordered rows in %d groups on %s (a FIFO topic; dead heads skipped) and %s (dead heads blocked, then skipped), %d on %s%s
   outflow       %d sweeps (%d crashed), %d rounds
                 delivered %d, dead letters %d (%d padded past the limit; %d arrived too, after a fault hid the send)%s
   wire          %s
@@ -770,16 +1121,21 @@ func TestSoak_EveryTransferIsAppliedOnceAndInOrder(t *testing.T) {
   ledger        every account: ledger = staged - dead letters never applied (%d = %d - %d): nothing lost, nothing twice
   order         every group in staging order; %d places closed by Outflow's message (%d more after the row arrived), %d gaps passed over %d dead places left open,
                 no copy behind its group; a late copy told from a gap: %d checked
-  producer      %d transactions run again (a retry after a lost answer): %d refused as staged already, none staged twice
-  operator      %d dead heads purged on %s (blocked groups; %d purges held for an unsure send), %d closed by their message;
-                %d sends refused for good until the redrive; %d dead letters redriven on %s, %d of them recorded late by the consumer (never applied), the rest dead again or applied;
-                %d dead letters on %s whose closing message had failed (holding their groups) purged after the last redrive
+  producer      %d transactions run again (a retry after a lost answer): %d refused as staged already, none staged twice;
+                %d not run again, their row purged away
+  operator      %d dead heads purged on %s while it blocked (%d purges held for an unsure send in all), %d rows closed by a purge's message;
+                %d sends refused for good until the redrive; %d dead letters redriven on %s (%d refused: their place may have been closed), %d of them recorded late by the consumer (never applied), the rest dead again or applied;
+                %d dead letters on %s and %d on %s whose closing message had failed (holding their groups) purged; %d places given up (a second purge deleted them)
+  switch        %s (%d rows in %d groups) listed as skip from round %d: %d dead heads left unclosed under block (%d sends refused for good awaiting a fix),
+                %d closed in their place by Outflow (%d more closed by it, then deleted by the operator's purge of the route a round later, beside the sweeps,
+                which purged %d), %d closed by that purge's message first, %d their group's last
+  joiner        %s
   fair queue    %d transfers reached the consumer of %s with a group id, applied with no order check
 %s
 consumer %s`,
 		seed, rows, time.Since(start).Round(time.Second),
 		staged.Load(), accounts, stagedAmount,
-		orderedRows, len(groups), routeOrdered, rows-orderedRows, routeTransfers,
+		orderedRows, len(groups), routeOrdered, routeBlock, rows-orderedRows, routeTransfers, quietLine,
 		sweeps.Load(), crashes.Load(), round,
 		rows-len(dead), len(dead), tooLarge, arrivedDead, strings.Join(why, ""),
 		wire.summary(), stats.deletesFailed.Load(),
@@ -787,31 +1143,18 @@ consumer %s`,
 		stats.killedBefore.Load(), stats.killedAfter.Load(),
 		appliedAmount, stagedAmount, deadAmount,
 		closedCount, lateClosed, len(gaps), gapPlaces, lateChecked,
-		retried.Load(), retriedRefused.Load(),
-		purges.Load(), routeBlock, purgesHeld.Load(), closedByPurge, refused.Load(), redrives.Load(), routeOrdered, len(late), purgesOpen.Load(), routeOrdered, fairCount, routeTransfers,
+		retried.Load(), retriedRefused.Load(), retriedSkipped.Load(),
+		purges.Load(), routeBlock, purgesHeld.Load(), closedByPurge, refused.Load(), redrives.Load(), routeOrdered, redrivesRefused.Load(), len(late),
+		purgesOpen.Load(), routeOrdered, purgesHeldOpen.Load(), routeBlock, len(givenUp),
+		routeBlock, heldRows, len(heldGroups), switchRound, len(unclosedAtSwitch), refusedHeldSends.Load(),
+		switchClosed, switchDeleted, purgesSwitch.Load(), switchPurged, switchTails,
+		joinerLine,
+		fairCount, routeTransfers,
 		plan.Report(), cplan.Report())
 	t.Log("\n" + report)
 	if path := os.Getenv("OUTFLOW_E2E_REPORT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(report+"\n"), 0o644))
 	}
-}
-
-// openPlaces lists the dead letters of route whose place's closing
-// message could not be sent, as an operator finds them: the dead index,
-// then each one's closed.
-func openPlaces(ctx context.Context, t *testing.T, op *dynamo.Operator, route string) []string {
-	t.Helper()
-	refs, err := op.ListDead(ctx, dynamo.DeadQuery{Queue: route}, 0)
-	require.NoError(t, err)
-	refs, err = op.WithGroups(ctx, refs)
-	require.NoError(t, err)
-	var keys []string
-	for _, d := range refs {
-		if outbox.PlaceOpen(d.Closed) {
-			keys = append(keys, d.Key)
-		}
-	}
-	return keys
 }
 
 // diagnose tells what happened to each copy the consumer refused as
