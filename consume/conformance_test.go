@@ -58,13 +58,32 @@ type decodeVector struct {
 	} `json:"error"`
 }
 
+// scenarioConfig is an Inbox's configuration as the inbox and poller
+// scenarios give it.
+type scenarioConfig struct {
+	Gaps string `json:"gaps"`
+	Late string `json:"late"`
+	Join string `json:"join"`
+}
+
+// inbox is the InboxConfig of consumer c1 on table.
+func (c scenarioConfig) inbox(table string) consume.InboxConfig {
+	cfg := consume.InboxConfig{Table: table, Consumer: "c1"}
+	if c.Gaps == "pass" {
+		cfg.Gaps = consume.GapPass
+	}
+	if c.Late == "apply" {
+		cfg.Late = consume.LateApply
+	}
+	if c.Join == "where_seen" {
+		cfg.Join = consume.JoinWhereSeen
+	}
+	return cfg
+}
+
 type inboxScenario struct {
-	Name   string `json:"name"`
-	Config struct {
-		Gaps string `json:"gaps"`
-		Late string `json:"late"`
-		Join string `json:"join"`
-	} `json:"config"`
+	Name    string                                `json:"name"`
+	Config  scenarioConfig                        `json:"config"`
 	Steps   []inboxStep                           `json:"steps"`
 	Exact   bool                                  `json:"exact"`
 	Effects []string                              `json:"effects"`
@@ -270,17 +289,7 @@ func TestConformance_InboxScenarios(t *testing.T) {
 			ctx := context.Background()
 			api := awstest.DynamoDB(t)
 			table := newTable(t)
-			cfg := consume.InboxConfig{Table: table, Consumer: "c1"}
-			if s.Config.Gaps == "pass" {
-				cfg.Gaps = consume.GapPass
-			}
-			if s.Config.Late == "apply" {
-				cfg.Late = consume.LateApply
-			}
-			if s.Config.Join == "where_seen" {
-				cfg.Join = consume.JoinWhereSeen
-			}
-			in, err := consume.NewInbox(api, cfg)
+			in, err := consume.NewInbox(api, s.Config.inbox(table))
 			require.NoError(t, err)
 			for i, st := range s.Steps {
 				if st.Op == "delete" {

@@ -32,13 +32,9 @@ type pollerMessage struct {
 }
 
 type pollerScenario struct {
-	Name   string `json:"name"`
-	Queue  string `json:"queue"`
-	Config struct {
-		Gaps string `json:"gaps"`
-		Late string `json:"late"`
-		Join string `json:"join"`
-	} `json:"config"`
+	Name        string          `json:"name"`
+	Queue       string          `json:"queue"`
+	Config      scenarioConfig  `json:"config"`
 	Concurrency int             `json:"concurrency"`
 	StopAt      string          `json:"stop_at"`
 	Before      []pollerMessage `json:"before"`
@@ -75,17 +71,7 @@ func TestConformance_PollerScenarios(t *testing.T) {
 			ctx := context.Background()
 			db, queues := awstest.DynamoDB(t), awstest.SQS(t)
 			table := newTable(t)
-			cfg := consume.InboxConfig{Table: table, Consumer: "c1"}
-			if s.Config.Gaps == "pass" {
-				cfg.Gaps = consume.GapPass
-			}
-			if s.Config.Late == "apply" {
-				cfg.Late = consume.LateApply
-			}
-			if s.Config.Join == "where_seen" {
-				cfg.Join = consume.JoinWhereSeen
-			}
-			in, err := consume.NewInbox(db, cfg)
+			in, err := consume.NewInbox(db, s.Config.inbox(table))
 			require.NoError(t, err)
 
 			// Phase 1: the inbox's state before the queue's messages.

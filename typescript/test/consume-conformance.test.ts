@@ -21,10 +21,7 @@ import {
   Idempotency,
   InProgressError,
   Inbox,
-  GapPolicy,
-  JoinPolicy,
   LateError,
-  LatePolicy,
   METRIC_NAMESPACE,
   OUTCOMES,
   OrderError,
@@ -37,7 +34,7 @@ import {
   type Result,
 } from "../src/consume/index.js";
 import { createInboxTable, liveSuite, liveTest } from "./tables.js";
-import { ROOT, payload, type Json } from "./vectors.js";
+import { ROOT, inboxOptions, payload, type Json } from "./vectors.js";
 
 const CONSUMER = ROOT + "conformance/consumer/";
 
@@ -257,18 +254,8 @@ async function history(db: DynamoDBClient, table: string): Promise<string[]> {
   return item ? (item.history.L as Json[]).map((v) => v.S as string) : [];
 }
 
-const POLICY = {
-  gaps: { wait: GapPolicy.Wait, pass: GapPolicy.Pass },
-  late: { record: LatePolicy.Record, apply: LatePolicy.Apply },
-  join: { from_start: JoinPolicy.FromStart, where_seen: JoinPolicy.WhereSeen },
-} as const;
-
 async function runScenario(db: DynamoDBClient, table: string, sc: Json): Promise<void> {
-  const inbox = new Inbox(db, table, "c1", {
-    gaps: POLICY.gaps[sc.config.gaps as "wait" | "pass"],
-    late: POLICY.late[sc.config.late as "record" | "apply"],
-    join: POLICY.join[sc.config.join as "from_start" | "where_seen"],
-  });
+  const inbox = new Inbox(db, table, "c1", inboxOptions(sc.config));
   for (const [i, step] of (sc.steps as Json[]).entries()) {
     if (step.op === "delete") {
       await db.send(new DeleteItemCommand({ TableName: table, Key: { pk: { S: step.pk } } }));

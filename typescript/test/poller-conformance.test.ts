@@ -12,10 +12,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { GetItemCommand, type DynamoDBClient, type TransactWriteItem } from "@aws-sdk/client-dynamodb";
-import { Counts, GapPolicy, Inbox, JoinPolicy, LatePolicy, OUTCOMES, newMessage, type Message, type Result } from "../src/consume/index.js";
+import { Counts, Inbox, OUTCOMES, newMessage, type Message, type Result } from "../src/consume/index.js";
 import { createQueue, deleteQueue, queueCounts, sendAsOutflow, sqsClient } from "./queues.js";
 import { createInboxTable, liveSuite, liveTest } from "./tables.js";
-import { ROOT, type Json } from "./vectors.js";
+import { ROOT, inboxOptions, type Json } from "./vectors.js";
 
 const FILE = ROOT + "conformance/consumer/poller.json";
 
@@ -70,22 +70,12 @@ async function history(db: DynamoDBClient, table: string): Promise<string[]> {
   return list.map((v) => v.S ?? "");
 }
 
-const POLICY = {
-  gaps: { wait: GapPolicy.Wait, pass: GapPolicy.Pass },
-  late: { record: LatePolicy.Record, apply: LatePolicy.Apply },
-  join: { from_start: JoinPolicy.FromStart, where_seen: JoinPolicy.WhereSeen },
-} as const;
-
 async function runScenario(db: DynamoDBClient, table: string, sc: Json): Promise<void> {
   assert.ok(suite.moto !== null);
   const sqs = sqsClient(suite.moto);
   const url = await createQueue(sqs, "outflow-ts-poller-", sc.queue === "fifo");
   try {
-    const inbox = new Inbox(db, table, "c1", {
-      gaps: POLICY.gaps[sc.config.gaps as "wait" | "pass"],
-      late: POLICY.late[sc.config.late as "record" | "apply"],
-      join: POLICY.join[sc.config.join as "from_start" | "where_seen"],
-    });
+    const inbox = new Inbox(db, table, "c1", inboxOptions(sc.config));
     const msg = (m: Json): Message => newMessage({ key: m.key, group: m.group ?? "", seq: m.seq ?? 0, closed: m.closed ?? "", attempt: 1 });
     for (const m of sc.before as Json[]) await inbox.apply(msg(m), [effect(table, m.key)]);
     for (const m of sc.send as Json[]) await sendAsOutflow(sqs, url, { key: m.key, group: m.group, seq: m.seq, closed: m.closed });

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Config, Row } from "../src/index.js";
+import { GapPolicy, JoinPolicy, LatePolicy, type InboxOptions } from "../src/consume/index.js";
 
 /** The repository's root: tests run from typescript/dist/test/. */
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -168,4 +169,19 @@ export function checkVolatile(actual: Json, expected: Json): void {
     const e = expected[name];
     if (e !== undefined && Object.values(e).includes("*")) actual[name] = { ...e };
   }
+}
+
+const POLICY = {
+  gaps: { wait: GapPolicy.Wait, pass: GapPolicy.Pass },
+  late: { record: LatePolicy.Record, apply: LatePolicy.Apply },
+  join: { from_start: JoinPolicy.FromStart, where_seen: JoinPolicy.WhereSeen },
+} as const;
+
+/** An Inbox's options as the inbox and poller scenarios give them (their config). */
+export function inboxOptions(config: { gaps: string; late: string; join: string }): InboxOptions {
+  return {
+    gaps: POLICY.gaps[config.gaps as "wait" | "pass"],
+    late: POLICY.late[config.late as "record" | "apply"],
+    join: POLICY.join[config.join as "from_start" | "where_seen"],
+  };
 }
