@@ -138,7 +138,7 @@ func inboxScenarios(t *testing.T) []inboxScenario {
 
 func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	vs := decodeVectors(t)
-	require.GreaterOrEqual(t, len(vs), 86)
+	require.GreaterOrEqual(t, len(vs), 88)
 	shapes, envelopes, kinds, errEnvelopes, closed := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, false
 	for _, v := range vs {
 		shapes[v.Shape] = true
@@ -166,7 +166,7 @@ func TestConformance_ConsumerVectorsAreAllThere(t *testing.T) {
 	}
 
 	ss := inboxScenarios(t)
-	require.GreaterOrEqual(t, len(ss), 27)
+	require.GreaterOrEqual(t, len(ss), 34)
 	outcomes, gaps, lates, joins := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, s := range ss {
 		gaps[s.Config.Gaps], lates[s.Config.Late], joins[s.Config.Join] = true, true, true

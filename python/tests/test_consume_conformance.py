@@ -32,8 +32,8 @@ INBOX = _load("inbox.json", "scenarios")
 
 
 def test_the_consumer_vectors_are_all_there() -> None:
-    assert len(DECODE) >= 86
-    assert len(INBOX) >= 27
+    assert len(DECODE) >= 88
+    assert len(INBOX) >= 34
     assert {v["shape"] for v in DECODE} == {"lambda", "sdk"}
     assert {v["want"]["envelope"] for v in DECODE if "want" in v} == {"sqs", "sns", "eventbridge"}
     errors = {(v["error"]["kind"], v["error"]["envelope"]) for v in DECODE if "error" in v}
