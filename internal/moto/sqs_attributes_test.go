@@ -46,6 +46,43 @@ func TestSQS_QueueAttributesStillCountMessagesAndFIFORulesStillHold(t *testing.T
 		require.NotEmpty(t, out.Attributes["MessageRetentionPeriod"])
 	})
 
+	t.Run("counted while messages are sent", func(t *testing.T) {
+		// A FIFO send reads the queue's attributes uncounted, shadowing the
+		// names GetQueueAttributes checks a request against: unlocked, a
+		// count asked for meanwhile was refused as an unknown attribute.
+		t.Parallel()
+		url := awstest.NewQueue(t, true)
+		done := make(chan error, 1)
+		stop := make(chan struct{})
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String("m"),
+					MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String(strconv.Itoa(i))}); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+		var failed error
+		for range 300 {
+			_, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+				AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+			if err != nil {
+				failed = err
+				break
+			}
+		}
+		close(stop)
+		require.NoError(t, <-done)
+		require.NoError(t, failed)
+	})
+
 	t.Run("FIFO deduplication", func(t *testing.T) {
 		t.Parallel()
 		url := awstest.NewQueue(t, true)
