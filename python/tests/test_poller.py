@@ -176,19 +176,26 @@ def test_counts_add_results() -> None:
 # Live.
 
 
+def gated_effect(table: str) -> tuple[Callable[[consume.Message], list[dict[str, Any]]], threading.Event, threading.Event]:
+    """An effect that sets its first event when it runs and returns its
+    items once the second is set: a slow effect the test lets go."""
+    started, release = threading.Event(), threading.Event()
+
+    def effect(m: consume.Message) -> list[dict[str, Any]]:
+        started.set()
+        assert release.wait(DEADLINE)
+        return [scenario_effect(table, m.key)]
+
+    return effect, started, release
+
+
 @pytest.mark.live
 def test_visibility_is_renewed_while_a_slow_effect_runs(dynamodb: DynamoDBClient, sqs: Any, inbox_table: str) -> None:
     url = create_queue(sqs, fifo=False)
     try:
         send(sqs, url, False, {"key": "slow"})
         inbox = consume.Inbox(dynamodb, inbox_table, "c1")
-        running, finish = threading.Event(), threading.Event()
-
-        def effect(m: consume.Message) -> list[dict[str, Any]]:
-            running.set()
-            assert finish.wait(DEADLINE)
-            return [scenario_effect(inbox_table, m.key)]
-
+        effect, running, finish = gated_effect(inbox_table)
         counts = consume.Counts()
         failures: list[tuple[str, BaseException]] = []
         p = inbox.poller(sqs, url, effect, visibility=2, wait=1, on_result=counts.add, on_failure=lambda i, e: failures.append((i, e)))
@@ -273,13 +280,7 @@ def test_sigterm_stops_run_which_finishes_the_message_it_started(dynamodb: Dynam
         send(sqs, url, True, {"key": "k1", "group": "g", "seq": 1})
         send(sqs, url, True, {"key": "k2", "group": "g", "seq": 2})
         inbox = consume.Inbox(dynamodb, inbox_table, "c1")
-        applying, go_on = threading.Event(), threading.Event()
-
-        def effect(m: consume.Message) -> list[dict[str, Any]]:
-            applying.set()
-            assert go_on.wait(DEADLINE)
-            return [scenario_effect(inbox_table, m.key)]
-
+        effect, applying, go_on = gated_effect(inbox_table)
         counts = consume.Counts()
         p = inbox.poller(sqs, url, effect, wait=1, on_result=counts.add)
         sent: list[bool] = []
