@@ -214,7 +214,7 @@ $(TOOLS)/actionlint: tools/actionlint/go.mod tools/actionlint/go.sum
 release-tools: $(TOOLS)/goreleaser $(TOOLS)/actionlint ## Build the pinned goreleaser (tools/go.mod) and actionlint (tools/actionlint/go.mod) into bin/tools.
 
 .PHONY: release-go
-release-go: $(TOOLS)/goreleaser ## goreleaser check, a snapshot release into dist/go (nothing published), then check its archives: all there, the CLI runs, each bootstrap zip is one arm64 ELF.
+release-go: $(TOOLS)/goreleaser $(VENV)/.moto ## goreleaser check, a snapshot release into dist/go (nothing published), then check its archives: all there, the CLI runs (outflow moto and outflow local too, from the unpacked archive alone), each bootstrap zip is one arm64 ELF.
 	scripts/release-go.sh $(TOOLS)/goreleaser
 
 # The Python release tools (build, twine) have their own virtualenv: pinned

@@ -5,11 +5,14 @@
 #
 #   - every archive is there, and nothing else: the CLI for linux, darwin and
 #     windows on amd64 and arm64 (tar.gz, zip on windows), with its LICENSE,
-#     NOTICE, README.md and CHANGELOG.md; outflow-sweep and outflow-wake for
+#     NOTICE, README.md, CHANGELOG.md and template.yaml; outflow-sweep and outflow-wake for
 #     linux/arm64 (zip); the checksums file, which covers them all;
 #   - the CLI of this machine's platform, taken from its archive, runs:
 #     outflow --help, and outflow version prints internal/version's Version
-#     and the commit;
+#     and the commit; and, in the unpacked archive's directory with nothing
+#     else, outflow moto serves (on the moto a user installs, here the
+#     repository's) and outflow local provisions the archive's template on
+#     it and runs;
 #   - each bootstrap zip holds exactly one executable file named bootstrap, a
 #     static 64-bit little-endian arm64 ELF built with -tags=lambda.norpc.
 #
@@ -100,7 +103,7 @@ for archive in "${expected[@]}"; do
 	outflow_*.zip) entries=$(unzip -Z1 "$dist/$archive" | sort | tr '\n' ' ') bin=outflow.exe ;;
 	*) continue ;;
 	esac
-	want_entries=$(printf '%s\n' CHANGELOG.md LICENSE NOTICE README.md "$bin" | sort | tr '\n' ' ')
+	want_entries=$(printf '%s\n' CHANGELOG.md LICENSE NOTICE README.md template.yaml "$bin" | sort | tr '\n' ' ')
 	[ "$entries" = "$want_entries" ] || fail "$archive holds [$entries], want [$want_entries]"
 done
 
@@ -128,6 +131,44 @@ out=$("$tmp/cli/outflow" version 2>&1) || {
 echo "release-go: outflow version: $out"
 [[ $out == "outflow $version "* ]] || fail "outflow version does not print $version"
 [[ $out == *"commit ${commit:0:12}"* ]] || fail "outflow version does not print the commit ${commit:0:12}"
+
+# The local stack from the archive alone: outflow moto on the moto a user
+# installs (OUTFLOW_MOTO_PYTHON; here the repository's, make venv-moto),
+# then outflow local provisioning the archive's template.yaml, run from the
+# unpacked archive's directory, until it says it is ready.
+moto_python=${OUTFLOW_MOTO_PYTHON:-$PWD/.venv/bin/python}
+[ -x "$moto_python" ] || fail "no moto python at $moto_python: make venv-moto, or set OUTFLOW_MOTO_PYTHON"
+(cd "$tmp/cli" && OUTFLOW_MOTO_PYTHON=$moto_python exec ./outflow moto --port 0 > "$tmp/moto.out" 2>&1) &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null; wait "$moto_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+endpoint=
+for _ in $(seq 1 120); do
+	endpoint=$(sed -nE 's/.* at (http:\/\/127\.0\.0\.1:[0-9]+), .*/\1/p' "$tmp/moto.out" | head -n 1)
+	[ -n "$endpoint" ] && break
+	kill -0 "$moto_pid" 2>/dev/null || break
+	sleep 0.5
+done
+[ -n "$endpoint" ] || {
+	cat "$tmp/moto.out" >&2
+	fail "outflow moto from $(basename "$cli_archive") did not start"
+}
+(cd "$tmp/cli" && AWS_ENDPOINT_URL=$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
+	exec timeout 120 ./outflow local --no-demo > "$tmp/local.out" 2>&1) &
+local_pid=$!
+ready=
+for _ in $(seq 1 240); do
+	ready=$(grep -m1 '^outflow local: .* ready in ' "$tmp/local.out" || true)
+	[ -n "$ready" ] && break
+	kill -0 "$local_pid" 2>/dev/null || break
+	sleep 0.5
+done
+kill "$local_pid" 2>/dev/null || true
+wait "$local_pid" 2>/dev/null || true
+[ -n "$ready" ] || {
+	cat "$tmp/local.out" >&2
+	fail "outflow local from $(basename "$cli_archive") did not provision its template.yaml on outflow moto"
+}
+echo "release-go: from the unpacked archive alone: $ready"
 
 # The bootstraps: one file named bootstrap, executable, an arm64 ELF.
 for fn in sweep wake; do

@@ -38,9 +38,16 @@ func Path() (string, error) {
 	if p, ok := child.FindTool("", filepath.Join(".venv", "bin", "moto_server")); ok {
 		return filepath.Join(filepath.Dir(p), "python"), nil // the virtualenv that has moto
 	}
-	return "", errors.New("moto is not installed: run `make venv-moto` in Outflow's repository (make run and make test install it too) to install it into .venv, " +
-		"and run from there, or set OUTFLOW_MOTO_PYTHON to that .venv's bin/python")
+	return "", errors.New("moto is not installed. In Outflow's repository, `make venv-moto` installs it into .venv " +
+		"(make run and make test do too), found from there. Anywhere else (the CLI from a release archive, say), install the moto " +
+		"Outflow is tested with into a virtualenv of its own and name its python: " +
+		"python3 -m venv ~/.outflow-moto && ~/.outflow-moto/bin/pip install '" + Requirement + "' && " +
+		"export OUTFLOW_MOTO_PYTHON=~/.outflow-moto/bin/python")
 }
+
+// Requirement is the moto Outflow's server patches are written for and
+// tested with: requirements-moto.txt pins the same (a test ties them).
+const Requirement = "moto[server,cloudformation]==5.2.5"
 
 // launcher is server.py: moto_server with atomic item writes.
 //
