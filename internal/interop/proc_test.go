@@ -2,7 +2,6 @@ package interop_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outflowhq/outflow/internal/awstest"
 	"github.com/outflowhq/outflow/internal/child"
 )
 
@@ -67,7 +67,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	child  *child.Process
 	stdin  io.WriteCloser
-	stderr *syncBuffer
+	stderr *awstest.SyncBuffer
 	// stdin is closed once; closeOnce guards it.
 	closeOnce sync.Once
 }
@@ -87,7 +87,7 @@ func spawn(t *testing.T, name string, argv []string, env []string, events chan<-
 	if err != nil {
 		t.Fatalf("%s: stdout: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, stdin: stdin, stderr: &syncBuffer{}}
+	p := &proc{name: name, cmd: cmd, stdin: stdin, stderr: &awstest.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = w, p.stderr
 	p.child, err = child.Start(cmd)
 	_ = w.Close() // the child has its copy
@@ -181,22 +181,4 @@ func tail(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and other readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
