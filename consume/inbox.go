@@ -109,7 +109,8 @@ const (
 	// head of a block route is followed by its successors in turn; a
 	// redriven dead letter of a skip route, the new queue's first message
 	// of its group, is followed by a place past the ones sent before the
-	// queue existed, which never come.
+	// queue existed, which never come. The message closing a redriven
+	// row's place carries the mark too, and starts a group the same way.
 	//
 	// The trade-off: a group's first message then goes unchecked, so a
 	// missing place 1 (and any place before the first one seen) goes
