@@ -29,47 +29,73 @@ import (
 // redrive is now accepted: the row reaches a GapWait consumer after its
 // place was closed, is recorded late and applied nowhere, and the
 // dispatcher settles it done (A5-3 again, one redrive later).
-func TestAdv50_ALateRedriveThatFailsAgainForgetsItsPlaceMayHaveBeenClosed(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	h := newHarnessShards(t, 1)
-	keys := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
-	p := keys[0]
-	policy := orderedPolicy(outbox.DeadHeadSkip)
-	policy.MaxAttempts = 1
-	var closings atomic.Int32
-	log := &sendLog{next: h.sqs, fail: func(r outbox.Row) error {
+// unsurePlace is group g of two rows on a skip route whose first, p, is
+// refused for good and whose place's closing messages fail: the first
+// with a timeout (SQS may have stored it), every later one for certain.
+// Swept three times, p is a dead letter whose place may be closed at the
+// consumer (closed = unsure).
+type unsurePlace struct {
+	h      *harness
+	p      string
+	policy outbox.Policy
+	// closings counts the closing messages of p tried.
+	closings atomic.Int32
+	// throttled, once set, has p's own sends refused for now (to be
+	// retried) rather than for good.
+	throttled atomic.Bool
+	log       *sendLog
+}
+
+func newUnsurePlace(t *testing.T) *unsurePlace {
+	t.Helper()
+	u := &unsurePlace{h: newHarnessShards(t, 1), policy: orderedPolicy(outbox.DeadHeadSkip)}
+	u.p = u.h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"][0]
+	u.policy.MaxAttempts = 1
+	u.log = &sendLog{next: u.h.sqs, fail: func(r outbox.Row) error {
 		switch {
-		case r.Key == p && r.Closed == "":
+		case r.Key == u.p && r.Closed == "" && u.throttled.Load():
+			return outbox.Refused(errors.New("injected: throttled, try again"))
+		case r.Key == u.p && r.Closed == "":
 			return outbox.Permanent(errors.New("injected: refused for good"))
-		case r.Key == p && closings.Add(1) == 1:
+		case r.Key == u.p && u.closings.Add(1) == 1:
 			// The first closing message: a timeout, SQS may have stored it.
 			return errors.New("injected: send timed out")
-		case r.Key == p:
+		case r.Key == u.p:
 			return outbox.Permanent(errors.New("injected: queue refused the closing message"))
 		}
 		return nil
 	}}
-	sweep := func() {
-		t.Helper()
-		_, err := h.engine(t, policy, log).Sweep(ctx)
-		require.NoError(t, err)
-		h.clock.Advance(policy.UnsureWait() + time.Minute)
-	}
 	for range 3 {
-		sweep()
+		u.sweep(t)
 	}
-	require.Equal(t, outbox.ClosedUnsure, h.row(t, p).Closed, "the first closing message may have landed")
+	require.Equal(t, outbox.ClosedUnsure, u.h.row(t, u.p).Closed, "the first closing message may have landed")
+	return u
+}
+
+// sweep runs one sweep under u.policy, then moves the clock past the
+// wait for any unsure send to land.
+func (u *unsurePlace) sweep(t *testing.T) {
+	t.Helper()
+	_, err := u.h.engine(t, u.policy, u.log).Sweep(context.Background())
+	require.NoError(t, err)
+	u.h.clock.Advance(u.policy.UnsureWait() + time.Minute)
+}
+
+func TestAdv50_ALateRedriveThatFailsAgainForgetsItsPlaceMayHaveBeenClosed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newUnsurePlace(t)
+	h, p := u.h, u.p
 	var refused *dynamo.MayHaveClosedError
 	require.ErrorAs(t, h.store.Redrive(ctx, p, h.clock.Now()), &refused, "a plain redrive is refused")
 
 	require.NoError(t, h.store.RedriveLate(ctx, p, h.clock.Now()))
 	for range 4 {
-		sweep()
+		u.sweep(t)
 	}
 	row := h.row(t, p)
 	require.Equal(t, outbox.StatusFailed, row.Status)
-	require.Equal(t, int32(2), closings.Load(), "two closing messages were tried")
+	require.Equal(t, int32(2), u.closings.Load(), "two closing messages were tried")
 	require.True(t, outbox.MayHaveClosed(row.Closed),
 		"closed %q: the first closing message may still have closed p's place at the consumer", row.Closed)
 	require.ErrorAs(t, h.store.Redrive(ctx, p, h.clock.Now()), &refused,

@@ -2,10 +2,7 @@ package outbox_test
 
 import (
 	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -23,49 +20,20 @@ import (
 func TestAdv51_ALateRedrivenRowStrandedWithItsBudgetSpentNeverSaysUnsent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	h := newHarnessShards(t, 1)
-	keys := h.stageGroups(t, "events.fifo", []string{"g"}, 2)["g"]
-	p := keys[0]
-	policy := orderedPolicy(outbox.DeadHeadSkip)
-	policy.MaxAttempts = 1
-	var closings atomic.Int32
-	var redriven atomic.Bool
-	log := &sendLog{next: h.sqs, fail: func(r outbox.Row) error {
-		switch {
-		case r.Key == p && r.Closed == "" && redriven.Load():
-			return outbox.Refused(errors.New("injected: throttled, try again"))
-		case r.Key == p && r.Closed == "":
-			return outbox.Permanent(errors.New("injected: refused for good"))
-		case r.Key == p && closings.Add(1) == 1:
-			// The first closing message: a timeout, SQS may have stored it.
-			return errors.New("injected: send timed out")
-		case r.Key == p:
-			return outbox.Permanent(errors.New("injected: queue refused the closing message"))
-		}
-		return nil
-	}}
-	sweep := func() {
-		t.Helper()
-		_, err := h.engine(t, policy, log).Sweep(ctx)
-		require.NoError(t, err)
-		h.clock.Advance(policy.UnsureWait() + time.Minute)
-	}
-	for range 3 {
-		sweep()
-	}
-	require.Equal(t, outbox.ClosedUnsure, h.row(t, p).Closed, "the first closing message may have landed")
+	u := newUnsurePlace(t)
+	h, p := u.h, u.p
 
 	// The operator redrives p as late; its first send fails, to be retried.
 	require.NoError(t, h.store.RedriveLate(ctx, p, h.clock.Now()))
-	redriven.Store(true)
-	policy.MaxAttempts = 3
-	sweep()
+	u.throttled.Store(true)
+	u.policy.MaxAttempts = 3
+	u.sweep(t)
 	require.Equal(t, outbox.StatusPending, h.row(t, p).Status)
 	require.Equal(t, 1, h.row(t, p).Attempt)
 
 	// The budget is lowered: p is stranded with its budget spent.
-	policy.MaxAttempts = 1
-	sweep()
+	u.policy.MaxAttempts = 1
+	u.sweep(t)
 	row := h.row(t, p)
 	require.Equal(t, outbox.StatusFailed, row.Status)
 	require.False(t, row.PlaceMaybeClosed.IsZero(), "p was redriven as late")
